@@ -1,0 +1,45 @@
+// Command kmirror replicates topics and consumer group offsets between Apache
+// Kafka clusters, driven by MirrorMaker 2 configuration files.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/kmirror/kmirror/internal/version"
+)
+
+const usage = `kmirror: cross-cluster replication for Apache Kafka
+
+Usage:
+  kmirror run [--clusters ALIAS,...] [--log-format text|json] FILE
+                         run every enabled flow of an MM2 properties file
+  kmirror version        print the version and git commit
+  kmirror help           print this help
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "kmirror", version.String())
+		return 0
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "run":
+		return runCmd(args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "kmirror: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}

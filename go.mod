@@ -1,0 +1,3 @@
+module github.com/kmirror/kmirror
+
+go 1.26.8
