@@ -1,0 +1,166 @@
+// Package progress keeps, on the target cluster, the last source offset that
+// kmirror replicated for every partition, in MM2's Connect offsets topic
+// (mm2-offsets.<source>.internal), so that kmirror and Apache MM2 can take
+// over from each other without re-copying data.
+package progress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/readlog"
+	"github.com/kmirror/kmirror/internal/wire"
+)
+
+// TP names a source topic partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TP) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// Store reads and writes the progress of one flow (one source cluster).
+type Store struct {
+	topic  string
+	source string
+	parts  int32
+	cl     *kgo.Client // producer on the target cluster, records carry their partition
+
+	mu    sync.Mutex
+	saved map[TP]int64
+}
+
+// Options describe where progress lives.
+type Options struct {
+	Topic             string // mm2-offsets.<source>.internal
+	Source            string // source cluster alias, the "cluster" field of each key
+	Partitions        int32  // used only when the topic is created
+	ReplicationFactor int16  // used only when the topic is created; -1 is the broker default
+}
+
+// Open makes sure the offsets topic exists on the target, then reads every
+// progress record of o.Source from it. connect are the target's connection
+// options; producer must be a client on the target whose partitioner honours
+// Record.Partition. Malformed records are skipped with a warning.
+func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kgo.Client, o Options, log *slog.Logger) (*Store, error) {
+	parts, err := ensureTopic(ctx, adm, o)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, saved: make(map[TP]int64)}
+	err = readlog.ToEnd(ctx, connect, o.Topic, func(r *kgo.Record) {
+		conn, cluster, topic, part, err := wire.DecodeSourceOffsetKey(r.Key)
+		if err != nil {
+			// Other connectors' keys (checkpoints, heartbeats) do
+			// not decode as source keys; only log real garbage.
+			log.Debug("skipping offsets record", "topic", o.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			return
+		}
+		if conn != wire.SourceConnector || cluster != o.Source {
+			return
+		}
+		tp := TP{topic, part}
+		off, err := wire.DecodeOffsetValue(r.Value)
+		if errors.Is(err, wire.ErrOffsetDeleted) {
+			delete(s.saved, tp)
+			return
+		}
+		if err != nil {
+			log.Warn("skipping malformed progress record", "topic", o.Topic, "partition", r.Partition, "offset", r.Offset, "key", string(r.Key), "err", err)
+			return
+		}
+		s.saved[tp] = off
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading progress from %s: %w", o.Topic, err)
+	}
+	return s, nil
+}
+
+// Get returns the last replicated offset of tp, if any was saved.
+func (s *Store) Get(tp TP) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	off, ok := s.saved[tp]
+	return off, ok
+}
+
+// Save writes every offset that differs from what is saved and waits until
+// the target has acknowledged all of them.
+func (s *Store) Save(ctx context.Context, offsets map[TP]int64) error {
+	s.mu.Lock()
+	var recs []*kgo.Record
+	for tp, off := range offsets {
+		if old, ok := s.saved[tp]; ok && old == off {
+			continue
+		}
+		recs = append(recs, s.record(tp, off))
+	}
+	s.mu.Unlock()
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("saving progress to %s: %w", s.topic, err)
+	}
+	s.mu.Lock()
+	for tp, off := range offsets {
+		s.saved[tp] = off
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Record returns the progress record for tp at offset off, for callers that
+// write it themselves (inside a transaction).
+func (s *Store) Record(tp TP, off int64) *kgo.Record { return s.record(tp, off) }
+
+// Saved records offsets written by a caller through Record.
+func (s *Store) Saved(offsets map[TP]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tp, off := range offsets {
+		s.saved[tp] = off
+	}
+}
+
+func (s *Store) record(tp TP, off int64) *kgo.Record {
+	key := wire.SourceOffsetKey(s.source, tp.Topic, tp.Partition)
+	return &kgo.Record{
+		Topic:     s.topic,
+		Partition: wire.ConnectPartition(key, s.parts),
+		Key:       key,
+		Value:     wire.OffsetValue(off),
+	}
+}
+
+func ensureTopic(ctx context.Context, adm *kadm.Client, o Options) (int32, error) {
+	compact := "compact"
+	resp, err := adm.CreateTopic(ctx, o.Partitions, o.ReplicationFactor, map[string]*string{"cleanup.policy": &compact}, o.Topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		if errors.Is(err, kerr.InvalidReplicationFactor) {
+			return 0, fmt.Errorf("creating progress topic %s with replication factor %d (key offset.storage.replication.factor): %w", o.Topic, o.ReplicationFactor, err)
+		}
+		return 0, fmt.Errorf("creating progress topic %s: %w", o.Topic, err)
+	}
+	td, err := adm.ListTopics(ctx, o.Topic)
+	if err != nil {
+		return 0, fmt.Errorf("describing progress topic %s: %w", o.Topic, err)
+	}
+	d, ok := td[o.Topic]
+	if !ok || d.Err != nil || len(d.Partitions) == 0 {
+		return 0, fmt.Errorf("describing progress topic %s: %v", o.Topic, d.Err)
+	}
+	return int32(len(d.Partitions)), nil
+}

@@ -1,0 +1,505 @@
+// Package replicate copies records of assigned source partitions to the same
+// partition of their remote topics and tracks, per partition, the last source
+// offset the target has acknowledged together with every offset before it.
+//
+// The Replicator does not decide which partitions it owns: Assign and Revoke
+// are its inputs (all partitions of a flow in one process today, a Kafka
+// group assignment later).
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/offsetsync"
+	"github.com/kmirror/kmirror/internal/progress"
+)
+
+// OriginHeader is the provenance header: the alias of the cluster where a
+// record was first written. It stops identity-named topics from looping
+// between clusters that replicate both ways.
+const OriginHeader = "kmirror.origin"
+
+// Config is what a Replicator needs.
+type Config struct {
+	SourceAlias, TargetAlias string
+	// Source consumes (a direct consumer: no group), read_committed, with
+	// control records kept and kgo.NoResetOffset as reset offset.
+	Source *kgo.Client
+	// SourceAdmin lists offsets when a partition's position fell off the log.
+	SourceAdmin *kadm.Client
+	// Target produces: idempotent, acks=all, records carry their partition.
+	Target   *kgo.Client
+	Progress *progress.Store
+	// Syncs receives every acknowledged (upstream, downstream) pair; nil
+	// disables offset syncs.
+	Syncs *offsetsync.Writer
+	// StartAtEnd starts partitions without progress at the log end
+	// (auto.offset.reset=latest) instead of the start.
+	StartAtEnd bool
+	// AddOrigin writes OriginHeader on records that lack it.
+	AddOrigin bool
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+}
+
+// Partition is a source partition to replicate and the topic it goes to.
+type Partition struct {
+	TP     progress.TP
+	Remote string
+}
+
+// Replicator runs the record path of one flow.
+type Replicator struct {
+	cfg Config
+
+	mu       sync.Mutex
+	parts    map[progress.TP]*partition
+	restarts []*partition // failed partitions, handled by the poll loop
+}
+
+// New returns a Replicator; call Run to start it.
+func New(cfg Config) *Replicator {
+	return &Replicator{cfg: cfg, parts: make(map[progress.TP]*partition)}
+}
+
+// partition is the state of one assigned source partition.
+type partition struct {
+	tp     progress.TP
+	remote string
+
+	recordCount, byteCount prometheus.Counter
+	recordAge, latency     prometheus.Gauge
+
+	mu       sync.Mutex
+	gen      int      // bumped at every restart; acks of older generations are ignored
+	next     int64    // lowest source offset accepted from fetches
+	done     int64    // every source offset <= done is acknowledged or skipped; -1 none
+	inflight int      // records sent and not yet acknowledged, all generations
+	last     *pending // newest record in flight in this generation
+	failed   error    // set on the first produce error of a generation
+	stopped  bool     // a fatal error stopped the partition
+	reset    bool     // the source log restarted: save done even when it is -1
+}
+
+// pending is one record in flight.
+type pending struct {
+	p         *partition
+	gen       int
+	src       int64
+	advanceTo int64 // skipped source offsets that complete with this record
+	ts        time.Time
+}
+
+// Assign starts replicating ps from their saved progress (or the log start,
+// or end with StartAtEnd, when there is none). Already assigned partitions
+// are left as they are.
+func (r *Replicator) Assign(ps []Partition) {
+	add := make(map[string]map[int32]kgo.Offset)
+	r.mu.Lock()
+	for _, a := range ps {
+		if _, ok := r.parts[a.TP]; ok {
+			continue
+		}
+		p := r.newPartition(a)
+		off := kgo.NewOffset().AtStart()
+		if saved, ok := r.cfg.Progress.Get(a.TP); ok && saved >= 0 {
+			p.done, p.next = saved, saved+1
+			off = kgo.NewOffset().At(saved + 1)
+		} else if r.cfg.StartAtEnd {
+			off = kgo.NewOffset().AtEnd()
+		}
+		r.parts[a.TP] = p
+		if add[a.TP.Topic] == nil {
+			add[a.TP.Topic] = make(map[int32]kgo.Offset)
+		}
+		add[a.TP.Topic][a.TP.Partition] = off
+		r.cfg.Log.Info("replicating partition", "topic", a.TP.Topic, "partition", a.TP.Partition, "remote", a.Remote, "from", off)
+	}
+	r.mu.Unlock()
+	if len(add) > 0 {
+		r.cfg.Source.AddConsumePartitions(add)
+	}
+}
+
+func (r *Replicator) newPartition(a Partition) *partition {
+	m := r.cfg.Metrics
+	l := prometheus.Labels{"source": r.cfg.SourceAlias, "target": r.cfg.TargetAlias, "topic": a.Remote, "partition": strconv.Itoa(int(a.TP.Partition))}
+	return &partition{
+		tp:          a.TP,
+		remote:      a.Remote,
+		done:        -1,
+		recordCount: m.RecordCount.With(l),
+		byteCount:   m.ByteCount.With(l),
+		recordAge:   m.RecordAgeMs.With(l),
+		latency:     m.ReplicationLatencyMs.With(l),
+	}
+}
+
+// Revoke stops replicating tps, waits for their records in flight and saves
+// their progress.
+func (r *Replicator) Revoke(ctx context.Context, tps []progress.TP) error {
+	rm := make(map[string][]int32)
+	for _, tp := range tps {
+		rm[tp.Topic] = append(rm[tp.Topic], tp.Partition)
+	}
+	r.cfg.Source.RemoveConsumePartitions(rm)
+	final := make(map[progress.TP]int64)
+	for _, tp := range tps {
+		p := r.lookup(tp)
+		if p == nil {
+			continue
+		}
+		if err := p.drain(ctx); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		p.stopped = true // drops records of this partition still buffered
+		if p.done >= 0 || p.reset {
+			final[tp] = p.done
+		}
+		p.mu.Unlock()
+	}
+	if err := r.cfg.Progress.Save(ctx, final); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	for _, tp := range tps {
+		delete(r.parts, tp)
+		if r.cfg.Syncs != nil {
+			r.cfg.Syncs.Forget(tp.Topic, tp.Partition)
+		}
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// drain waits until no record of p is in flight.
+func (p *partition) drain(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		n := p.inflight
+		p.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// Positions returns, for every assigned partition with progress, the last
+// source offset that is safely on the target.
+func (r *Replicator) Positions() map[progress.TP]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[progress.TP]int64, len(r.parts))
+	for tp, p := range r.parts {
+		p.mu.Lock()
+		if p.done >= 0 || p.reset {
+			out[tp] = p.done
+		}
+		p.mu.Unlock()
+	}
+	return out
+}
+
+// Commit saves the progress of every partition and publishes the offset
+// syncs that were held back.
+func (r *Replicator) Commit(ctx context.Context) error {
+	if err := r.cfg.Progress.Save(ctx, r.Positions()); err != nil {
+		return err
+	}
+	if r.cfg.Syncs != nil {
+		return r.cfg.Syncs.Flush(ctx)
+	}
+	return nil
+}
+
+// Run polls the source and produces to the target until ctx ends, then
+// waits up to drain for the records in flight and saves progress one last
+// time.
+func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
+	// Records are produced under their own context, so that stopping
+	// lets those already polled reach the target instead of failing them.
+	pctx, pcancel := context.WithCancel(context.Background())
+	defer pcancel()
+	for ctx.Err() == nil {
+		r.handleRestarts(ctx)
+		fs := r.cfg.Source.PollRecords(ctx, 10000)
+		if fs.IsClientClosed() {
+			break
+		}
+		fs.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return
+			}
+			r.fetchError(ctx, progress.TP{Topic: topic, Partition: partition}, err)
+		})
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			r.copyPartition(pctx, fp)
+		})
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	context.AfterFunc(dctx, pcancel)
+	if err := r.cfg.Target.Flush(dctx); err != nil {
+		return fmt.Errorf("waiting for records in flight: %w", err)
+	}
+	return r.Commit(dctx)
+}
+
+func (r *Replicator) lookup(tp progress.TP) *partition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parts[tp]
+}
+
+// copyPartition sends the records of one fetched partition.
+func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartition) {
+	p := r.lookup(progress.TP{Topic: fp.Topic, Partition: fp.Partition})
+	if p == nil || len(fp.Records) == 0 {
+		return
+	}
+	now := time.Now()
+	for _, rec := range fp.Records {
+		p.mu.Lock()
+		if p.stopped || p.failed != nil || rec.Offset < p.next {
+			// Stale data from before a restart, or a stopped partition.
+			p.mu.Unlock()
+			continue
+		}
+		p.next = rec.Offset + 1
+		gen := p.gen
+		if rec.Attrs.IsControl() {
+			p.skipLocked(rec.Offset)
+			p.mu.Unlock()
+			continue
+		}
+		p.mu.Unlock()
+
+		origin, has := header(rec, OriginHeader)
+		if has && origin == r.cfg.TargetAlias {
+			r.cfg.Metrics.RecordsLooped.WithLabelValues(r.cfg.SourceAlias, r.cfg.TargetAlias, p.tp.Topic).Inc()
+			p.mu.Lock()
+			p.skipLocked(rec.Offset)
+			p.mu.Unlock()
+			continue
+		}
+		out := &kgo.Record{
+			Topic:     p.remote,
+			Partition: rec.Partition,
+			Key:       rec.Key,
+			Value:     rec.Value,
+			Headers:   rec.Headers,
+			Timestamp: rec.Timestamp,
+		}
+		if r.cfg.AddOrigin && !has {
+			out.Headers = append(append(make([]kgo.RecordHeader, 0, len(rec.Headers)+1), rec.Headers...),
+				kgo.RecordHeader{Key: OriginHeader, Value: []byte(r.cfg.SourceAlias)})
+		}
+		pd := &pending{p: p, gen: gen, src: rec.Offset, advanceTo: -1, ts: rec.Timestamp}
+		p.mu.Lock()
+		if p.gen != gen || p.failed != nil {
+			p.mu.Unlock()
+			continue
+		}
+		p.inflight++
+		p.last = pd
+		p.mu.Unlock()
+		p.byteCount.Add(float64(len(rec.Value)))
+		p.recordAge.Set(float64(now.Sub(rec.Timestamp).Milliseconds()))
+		r.cfg.Target.Produce(ctx, out, func(out *kgo.Record, err error) { r.acked(pd, out, err) })
+	}
+}
+
+// skipLocked marks offset off as handled without a record on the target.
+func (p *partition) skipLocked(off int64) {
+	if p.last != nil {
+		p.last.advanceTo = off
+		return
+	}
+	if off > p.done {
+		p.done = off
+	}
+}
+
+// acked runs in the producer's callback, in offset order per partition.
+func (r *Replicator) acked(pd *pending, out *kgo.Record, err error) {
+	p := pd.p
+	p.mu.Lock()
+	p.inflight--
+	if pd.gen != p.gen {
+		p.mu.Unlock()
+		return
+	}
+	if p.last == pd {
+		p.last = nil
+	}
+	if err != nil {
+		first := p.failed == nil
+		if first {
+			p.failed = fmt.Errorf("producing source offset %d of %s to %s partition %d: %w", pd.src, p.tp, p.remote, out.Partition, err)
+		}
+		p.mu.Unlock()
+		if first {
+			r.mu.Lock()
+			r.restarts = append(r.restarts, p)
+			r.mu.Unlock()
+		}
+		return
+	}
+	if p.failed != nil {
+		// A record after a failed one: its position is not safe.
+		p.mu.Unlock()
+		return
+	}
+	p.done = max(p.done, pd.src, pd.advanceTo)
+	p.mu.Unlock()
+	p.recordCount.Inc()
+	p.latency.Set(float64(time.Since(pd.ts).Milliseconds()))
+	if r.cfg.Syncs != nil {
+		r.cfg.Syncs.Acked(p.tp.Topic, p.tp.Partition, pd.src, out.Offset)
+	}
+}
+
+// fatalErrs are produce errors that retrying cannot cure: the partition
+// stops, loudly, instead of skipping the record.
+var fatalErrs = []error{
+	kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,
+	kerr.InvalidTimestamp, kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed,
+	kerr.PolicyViolation, kerr.UnsupportedForMessageFormat, kerr.UnsupportedCompressionType,
+}
+
+func fatal(err error) bool {
+	for _, e := range fatalErrs {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// handleRestarts restarts or stops failed partitions once their records in
+// flight are back. It runs in the poll loop.
+func (r *Replicator) handleRestarts(ctx context.Context) {
+	r.mu.Lock()
+	ps := r.restarts
+	r.restarts = nil
+	r.mu.Unlock()
+	for _, p := range ps {
+		r.restart(ctx, p)
+	}
+}
+
+func (r *Replicator) restart(ctx context.Context, p *partition) {
+	r.cfg.Source.RemoveConsumePartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
+	// Nothing of p may be in flight when p.done is read.
+	if p.drain(ctx) != nil {
+		return
+	}
+	p.mu.Lock()
+	err := p.failed
+	isFatal := fatal(err)
+	p.gen++
+	p.last = nil
+	p.failed = nil
+	p.next = p.done + 1
+	p.stopped = isFatal
+	from := p.done + 1
+	p.mu.Unlock()
+	r.cfg.Metrics.PartitionErrors.WithLabelValues(r.cfg.SourceAlias, r.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), strconv.FormatBool(isFatal)).Inc()
+	if isFatal {
+		r.cfg.Log.Error("partition stopped: the record cannot be written to the target; fix the cause and restart kmirror",
+			"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", from, "remote", p.remote, "err", err)
+		return
+	}
+	r.cfg.Log.Warn("partition restarting after a produce error", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", from, "err", err)
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Second):
+	}
+	off := kgo.NewOffset().At(from)
+	if from == 0 {
+		off = kgo.NewOffset().AtStart()
+	}
+	r.cfg.Source.AddConsumePartitions(map[string]map[int32]kgo.Offset{p.tp.Topic: {p.tp.Partition: off}})
+}
+
+// fetchError handles an error fetching one partition. An offset out of
+// range means records are gone from the source before they were copied:
+// that is reported with the lost range, never skipped silently.
+func (r *Replicator) fetchError(ctx context.Context, tp progress.TP, err error) {
+	p := r.lookup(tp)
+	if p == nil {
+		return
+	}
+	if !errors.Is(err, kerr.OffsetOutOfRange) {
+		r.cfg.Log.Warn("fetch error", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		return
+	}
+	starts, err1 := r.cfg.SourceAdmin.ListStartOffsets(ctx, tp.Topic)
+	ends, err2 := r.cfg.SourceAdmin.ListEndOffsets(ctx, tp.Topic)
+	if err := errors.Join(err1, err2); err != nil {
+		r.cfg.Log.Warn("cannot list offsets after offset out of range; retrying", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		return
+	}
+	start, ok1 := starts.Lookup(tp.Topic, tp.Partition)
+	end, ok2 := ends.Lookup(tp.Topic, tp.Partition)
+	if !ok1 || !ok2 || start.Err != nil || end.Err != nil {
+		r.cfg.Log.Warn("cannot list offsets after offset out of range; retrying", "topic", tp.Topic, "partition", tp.Partition)
+		return
+	}
+	p.mu.Lock()
+	want := p.next
+	resume := want
+	switch {
+	case want < start.Offset:
+		lost := start.Offset - want
+		r.cfg.Log.Error("source records lost before replication: removed upstream (retention or DeleteRecords) before kmirror copied them",
+			"topic", tp.Topic, "partition", tp.Partition, "first_lost", want, "last_lost", start.Offset-1, "count", lost)
+		r.cfg.Metrics.RecordsLost.WithLabelValues(r.cfg.SourceAlias, r.cfg.TargetAlias, tp.Topic, strconv.Itoa(int(tp.Partition))).Add(float64(lost))
+		resume = start.Offset
+	case want > end.Offset:
+		r.cfg.Log.Error("source partition is shorter than what was replicated: the topic was deleted and re-created, or its log truncated; records written after offset "+
+			strconv.FormatInt(want-1, 10)+" of the old log and not yet copied are lost; continuing from the log start",
+			"topic", tp.Topic, "partition", tp.Partition, "expected", want, "log_start", start.Offset, "log_end", end.Offset)
+		r.cfg.Metrics.RecordsLost.WithLabelValues(r.cfg.SourceAlias, r.cfg.TargetAlias, tp.Topic, strconv.Itoa(int(tp.Partition))).Add(0)
+		resume = start.Offset
+	}
+	if resume != want {
+		p.next = resume
+		p.skipLocked(resume - 1)
+		if resume < want {
+			// The log restarted below what was done: progress follows it.
+			p.done, p.reset = resume-1, true
+		}
+	}
+	p.mu.Unlock()
+	r.cfg.Source.RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	r.cfg.Source.AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().At(resume)}})
+}
+
+func header(r *kgo.Record, key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}

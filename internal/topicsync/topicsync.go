@@ -1,0 +1,183 @@
+// Package topicsync chooses which source topics a flow replicates and makes
+// their remote topics exist on the target with the source's partition count
+// and configs, as MM2's MirrorSourceConnector does.
+package topicsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/policy"
+)
+
+// Syncer keeps the remote topics of one flow in step with the source.
+type Syncer struct {
+	Source, Target *kadm.Client
+	SourceAlias    string
+	TargetAlias    string
+	Policy         policy.Policy
+	Topics         *policy.Filter
+	// HeartbeatsReplication replicates heartbeat topics even when Topics
+	// does not select them (heartbeats.replication.enabled).
+	HeartbeatsReplication bool
+	ReplicationFactor     int16          // for new remote topics; -1 is the broker default
+	ConfigExclude         *regexp.Regexp // config.properties.exclude; nil excludes nothing
+	DefaultsFromSource    bool           // use.defaults.from=source
+	Log                   *slog.Logger
+}
+
+// Topic is a source topic chosen for replication whose remote topic is ready.
+type Topic struct {
+	Name       string // on the source
+	Remote     string // on the target
+	Partitions int32  // source partition count
+}
+
+// ShouldReplicate reports whether topic t of the source belongs to the flow.
+func (s *Syncer) ShouldReplicate(t string) bool {
+	p := s.Policy
+	selected := s.Topics.Match(t) || (s.HeartbeatsReplication && p.IsHeartbeatsTopic(t))
+	return selected && !p.IsInternalTopic(t) && !policy.IsCycle(p, t, s.TargetAlias)
+}
+
+// Sync lists the source topics, creates missing remote topics, adds missing
+// partitions, and returns the topics that are ready to replicate, sorted by
+// name. A topic whose remote topic could not be made ready is left out and
+// logged; it is tried again on the next Sync.
+func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
+	src, err := s.Source.ListTopics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing topics of source cluster %s: %w", s.SourceAlias, err)
+	}
+	var want []Topic
+	for _, d := range src.Sorted() {
+		if d.Err != nil || !s.ShouldReplicate(d.Topic) || len(d.Partitions) == 0 {
+			continue
+		}
+		want = append(want, Topic{Name: d.Topic, Remote: s.Policy.FormatRemoteTopic(s.SourceAlias, d.Topic), Partitions: int32(len(d.Partitions))})
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	remotes := make([]string, len(want))
+	for i, t := range want {
+		remotes[i] = t.Remote
+	}
+	tgt, err := s.Target.ListTopics(ctx, remotes...)
+	if err != nil {
+		return nil, fmt.Errorf("listing topics of target cluster %s: %w", s.TargetAlias, err)
+	}
+	var missing []Topic
+	ready := make([]Topic, 0, len(want))
+	for _, t := range want {
+		d, ok := tgt[t.Remote]
+		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			missing = append(missing, t)
+			continue
+		}
+		if d.Err != nil {
+			s.Log.Error("cannot describe remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", d.Err)
+			continue
+		}
+		have := int32(len(d.Partitions))
+		switch {
+		case have < t.Partitions:
+			if err := s.addPartitions(ctx, t, have); err != nil {
+				s.Log.Error("cannot add partitions to remote topic", "topic", t.Remote, "have", have, "want", t.Partitions, "err", err)
+				continue
+			}
+		case have > t.Partitions:
+			s.Log.Warn("remote topic has more partitions than its source; the extra partitions get no data", "topic", t.Remote, "remote_partitions", have, "source_partitions", t.Partitions)
+		}
+		ready = append(ready, t)
+	}
+	if len(missing) > 0 {
+		created, err := s.create(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		ready = append(ready, created...)
+	}
+	sort.Slice(ready, func(i, j int) bool { return ready[i].Name < ready[j].Name })
+	return ready, nil
+}
+
+func (s *Syncer) addPartitions(ctx context.Context, t Topic, have int32) error {
+	resp, err := s.Target.UpdatePartitions(ctx, int(t.Partitions), t.Remote)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.InvalidPartitions) {
+		return err
+	}
+	s.Log.Info("added partitions to remote topic", "topic", t.Remote, "from", have, "to", t.Partitions)
+	return nil
+}
+
+// create makes the remote topics of ts with the source's configs.
+func (s *Syncer) create(ctx context.Context, ts []Topic) ([]Topic, error) {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	rcs, err := s.Source.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		return nil, fmt.Errorf("describing configs of source topics: %w", err)
+	}
+	configs := make(map[string]map[string]*string, len(rcs))
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			s.Log.Warn("cannot describe source topic configs; creating the remote topic with the target's defaults", "topic", rc.Name, "err", rc.Err)
+			continue
+		}
+		configs[rc.Name] = s.TargetConfigs(rc.Configs)
+	}
+	var created []Topic
+	for _, t := range ts {
+		resp, err := s.Target.CreateTopic(ctx, t.Partitions, s.ReplicationFactor, configs[t.Name], t.Remote)
+		if err == nil {
+			err = resp.Err
+		}
+		switch {
+		case err == nil:
+			s.Log.Info("created remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "partitions", t.Partitions, "replication_factor", s.ReplicationFactor, "configs", len(configs[t.Name]))
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			// Created meanwhile, by us or someone else: check it next round.
+			continue
+		case errors.Is(err, kerr.InvalidReplicationFactor):
+			return nil, fmt.Errorf("creating remote topic %s on %s with replication factor %d (key replication.factor): %w", t.Remote, s.TargetAlias, s.ReplicationFactor, err)
+		default:
+			s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+			continue
+		}
+		created = append(created, t)
+	}
+	return created, nil
+}
+
+// TargetConfigs returns the configs a new remote topic gets from its source
+// topic's described configs: no sensitive, static-broker or excluded entries,
+// and defaults only when DefaultsFromSource is set.
+func (s *Syncer) TargetConfigs(cs []kadm.Config) map[string]*string {
+	out := make(map[string]*string)
+	for _, c := range cs {
+		switch {
+		case c.Sensitive, c.Value == nil,
+			c.Source == kmsg.ConfigSourceStaticBrokerConfig,
+			c.Source == kmsg.ConfigSourceDefaultConfig && !s.DefaultsFromSource,
+			s.ConfigExclude != nil && s.ConfigExclude.MatchString(c.Key):
+			continue
+		}
+		v := *c.Value
+		out[c.Key] = &v
+	}
+	return out
+}
