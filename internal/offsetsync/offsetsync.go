@@ -23,6 +23,20 @@ type state struct {
 	prevUp, prevDown, lastSyncDown int64
 }
 
+// observe records an acknowledged pair and reports whether MM2 would emit
+// a sync for it now.
+func (s *state) observe(up, down, lagMax int64) bool {
+	due := s.lastSyncDown == -1 || // first record since start
+		down-(s.lastSyncDown+1) >= lagMax || // translation would lag by lagMax
+		up-s.prevUp != 1 || // upstream skipped offsets
+		down < s.prevDown // downstream went backwards
+	if due {
+		s.lastSyncDown = down
+	}
+	s.prevUp, s.prevDown = up, down
+	return due
+}
+
 // Writer publishes offset syncs for the partitions of one flow.
 type Writer struct {
 	topic  string
@@ -67,14 +81,7 @@ func (w *Writer) Acked(topic string, partition int32, up, down int64) {
 		s = &state{prevUp: -1, prevDown: -1, lastSyncDown: -1}
 		w.states[k] = s
 	}
-	due := s.lastSyncDown == -1 || // first record since start
-		down-(s.lastSyncDown+1) >= w.lagMax || // translation would lag by lagMax
-		up-s.prevUp != 1 || // upstream skipped offsets
-		down < s.prevDown // downstream went backwards
-	if due {
-		s.lastSyncDown = down
-	}
-	s.prevUp, s.prevDown = up, down
+	due := s.observe(up, down, w.lagMax)
 	sync := wire.OffsetSync{Topic: topic, Partition: partition, UpstreamOffset: up, DownstreamOffset: down}
 	if due {
 		delete(w.delayed, k)

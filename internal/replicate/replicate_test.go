@@ -1,0 +1,217 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/offsetsync"
+	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/readlog"
+	"github.com/kmirror/kmirror/internal/wire"
+)
+
+// fakePair is a source and a target cluster in this process.
+type fakePair struct {
+	src, dst         *kfake.Cluster
+	srcOpts, dstOpts []kgo.Opt
+}
+
+func newFakePair(t *testing.T) *fakePair {
+	t.Helper()
+	src, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	t.Cleanup(dst.Close)
+	return &fakePair{src: src, dst: dst,
+		srcOpts: []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)},
+		dstOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}}
+}
+
+func client(t *testing.T, opts []kgo.Opt, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// runOnce replicates topic (partitions 0..n-1) until the target has want
+// records in all, then stops the replicator cleanly.
+func (f *fakePair) runOnce(t *testing.T, topic string, n int32, want int, syncs string) *metrics.Metrics {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dstAdm := kadm.NewClient(client(t, f.dstOpts))
+	producer := client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	store, err := progress.Open(ctx, dstAdm, f.dstOpts, producer, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: 5, ReplicationFactor: 1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dstAdm.CreateTopic(ctx, 1, 1, nil, syncs); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	w := offsetsync.New(client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner())), syncs, 100, log, nil)
+	r := New(Config{
+		SourceAlias: "A", TargetAlias: "B",
+		Source:      client(t, f.srcOpts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset())),
+		SourceAdmin: kadm.NewClient(client(t, f.srcOpts)),
+		Target:      producer,
+		Progress:    store,
+		Syncs:       w,
+		Metrics:     m,
+		Log:         log,
+	})
+	var ps []Partition
+	for p := int32(0); p < n; p++ {
+		ps = append(ps, Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: "A." + topic})
+	}
+	r.Assign(ps)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx, 10*time.Second) }()
+	for {
+		if got := len(readAll(t, f.dstOpts, "A."+topic)); got >= want {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("target never reached %d records", want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func readAll(t *testing.T, opts []kgo.Opt, topic string) []*kgo.Record {
+	t.Helper()
+	var out []*kgo.Record
+	if err := readlog.ToEnd(context.Background(), opts, topic, func(r *kgo.Record) { out = append(out, r) }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func produce(t *testing.T, opts []kgo.Opt, topic string, n int32, from, to int) {
+	t.Helper()
+	cl := client(t, opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := from; i < to; i++ {
+		r := &kgo.Record{Topic: topic, Partition: int32(i) % n, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint("v", i))}
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestReplicateResumesFromProgress(t *testing.T) {
+	f := newFakePair(t)
+	adm := kadm.NewClient(client(t, f.srcOpts))
+	if _, err := adm.CreateTopic(context.Background(), 3, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	kadm.NewClient(client(t, f.dstOpts)).CreateTopic(context.Background(), 3, 1, nil, "A.orders")
+	produce(t, f.srcOpts, "orders", 3, 0, 90)
+	f.runOnce(t, "orders", 3, 90, "mm2-offset-syncs.A.internal")
+	produce(t, f.srcOpts, "orders", 3, 90, 150)
+	f.runOnce(t, "orders", 3, 150, "mm2-offset-syncs.A.internal")
+
+	got := readAll(t, f.dstOpts, "A.orders")
+	if len(got) != 150 {
+		t.Fatalf("target has %d records, want 150 (no duplicates after a clean restart)", len(got))
+	}
+	seen := map[string]bool{}
+	for _, r := range got {
+		if seen[string(r.Key)] {
+			t.Errorf("record %s copied twice", r.Key)
+		}
+		seen[string(r.Key)] = true
+		var i int
+		fmt.Sscan(string(r.Key), &i)
+		if r.Partition != int32(i)%3 {
+			t.Errorf("record %s in partition %d, want %d", r.Key, r.Partition, i%3)
+		}
+	}
+	// Progress holds the last source offset of each partition: 50 records
+	// each, so offset 49.
+	var offs []int64
+	for _, r := range readAll(t, f.dstOpts, "mm2-offsets.A.internal") {
+		v, err := wire.DecodeOffsetValue(r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offs = append(offs, v)
+	}
+	last := map[int64]int{}
+	for _, o := range offs {
+		last[o]++
+	}
+	if last[49] != 3 {
+		t.Errorf("progress records %v: want offset 49 saved for each of 3 partitions", offs)
+	}
+	// Offset syncs: each names the source topic and pairs offsets that
+	// match record for record (upstream n -> downstream n here).
+	syncs := readAll(t, f.dstOpts, "mm2-offset-syncs.A.internal")
+	if len(syncs) == 0 {
+		t.Fatal("no offset syncs written")
+	}
+	for _, r := range syncs {
+		s, err := wire.DecodeOffsetSync(r.Key, r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Topic != "orders" || s.UpstreamOffset != s.DownstreamOffset {
+			t.Errorf("offset sync %+v: want topic orders and equal offsets", s)
+		}
+	}
+}
+
+func TestReplicateReportsGap(t *testing.T) {
+	f := newFakePair(t)
+	ctx := context.Background()
+	adm := kadm.NewClient(client(t, f.srcOpts))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "events"); err != nil {
+		t.Fatal(err)
+	}
+	kadm.NewClient(client(t, f.dstOpts)).CreateTopic(ctx, 1, 1, nil, "A.events")
+	produce(t, f.srcOpts, "events", 1, 0, 10)
+	f.runOnce(t, "events", 1, 10, "syncs")
+	produce(t, f.srcOpts, "events", 1, 10, 30)
+	// Records 10..14 vanish upstream before kmirror sees them.
+	var o kadm.Offsets
+	o.Add(kadm.Offset{Topic: "events", Partition: 0, At: 15})
+	if _, err := adm.DeleteRecords(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	m := f.runOnce(t, "events", 1, 25, "syncs")
+	if got := testutil.ToFloat64(m.RecordsLost.WithLabelValues("A", "B", "events", "0")); got != 5 {
+		t.Errorf("records lost metric = %v, want 5", got)
+	}
+	got := readAll(t, f.dstOpts, "A.events")
+	if len(got) != 25 || string(got[10].Key) != "15" {
+		t.Errorf("target has %d records, 11th key %q; want 25 and 15", len(got), got[min(10, len(got)-1)].Key)
+	}
+}
