@@ -1,12 +1,121 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/flow"
+	"github.com/kmirror/kmirror/internal/metrics"
 )
 
-// runCmd is "kmirror run"; the replication engine lands with issue 3.
+// runCmd is "kmirror run": every enabled flow of an MM2 properties file.
 func runCmd(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "kmirror run: not available yet")
-	return 2
+	fs := flag.NewFlagSet("kmirror run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	clusters := fs.String("clusters", "", "comma-separated target cluster aliases: run only flows into these (all when empty)")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "kmirror run: want exactly one MM2 properties file")
+		return 2
+	}
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror run:", err)
+		return 2
+	}
+	cfg, err := config.Load(fs.Arg(0), os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror run: invalid configuration:")
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
+	var only []string
+	if *clusters != "" {
+		for _, c := range strings.Split(*clusters, ",") {
+			only = append(only, strings.TrimSpace(c))
+		}
+	}
+	flows := cfg.Flows
+	if len(only) > 0 {
+		if flows, err = cfg.FlowsTargeting(only); err != nil {
+			fmt.Fprintln(stderr, "kmirror run:", err)
+			return 1
+		}
+	}
+	if len(flows) == 0 {
+		fmt.Fprintf(stderr, "kmirror run: %s enables no flow (set A->B.enabled = true)\n", fs.Arg(0))
+		return 1
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := metrics.New()
+	if *metricsAddr != "" {
+		srv := &http.Server{Addr: *metricsAddr, Handler: promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server failed", "addr", *metricsAddr, "err", err)
+			}
+		}()
+		defer srv.Close()
+	}
+
+	origin := flow.OriginHeaderFlows(cfg, flows)
+	var wg sync.WaitGroup
+	errs := make([]error, len(flows))
+	for i, fc := range flows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f := flow.New(fc, flow.Options{AddOrigin: origin[fc.Name()]}, m, log)
+			if errs[i] = f.Run(ctx); errs[i] != nil {
+				// One broken flow stops the process: a partial replicator
+				// that looks alive is worse than a loud exit.
+				stop()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		log.Error("kmirror stopped with an error", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	o := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

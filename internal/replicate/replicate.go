@@ -113,19 +113,19 @@ func (r *Replicator) Assign(ps []Partition) {
 			continue
 		}
 		p := r.newPartition(a)
-		off := kgo.NewOffset().AtStart()
+		off, from := kgo.NewOffset().AtStart(), "log start"
 		if saved, ok := r.cfg.Progress.Get(a.TP); ok && saved >= 0 {
 			p.done, p.next = saved, saved+1
-			off = kgo.NewOffset().At(saved + 1)
+			off, from = kgo.NewOffset().At(saved+1), strconv.FormatInt(saved+1, 10)
 		} else if r.cfg.StartAtEnd {
-			off = kgo.NewOffset().AtEnd()
+			off, from = kgo.NewOffset().AtEnd(), "log end"
 		}
 		r.parts[a.TP] = p
 		if add[a.TP.Topic] == nil {
 			add[a.TP.Topic] = make(map[int32]kgo.Offset)
 		}
 		add[a.TP.Topic][a.TP.Partition] = off
-		r.cfg.Log.Info("replicating partition", "topic", a.TP.Topic, "partition", a.TP.Partition, "remote", a.Remote, "from", off)
+		r.cfg.Log.Info("replicating partition", "topic", a.TP.Topic, "partition", a.TP.Partition, "remote", a.Remote, "from", from)
 	}
 	r.mu.Unlock()
 	if len(add) > 0 {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"sort"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -34,11 +33,12 @@ type Syncer struct {
 	Log                   *slog.Logger
 }
 
-// Topic is a source topic chosen for replication whose remote topic is ready.
+// Topic is a source topic chosen for replication.
 type Topic struct {
 	Name       string // on the source
 	Remote     string // on the target
 	Partitions int32  // source partition count
+	Ready      bool   // the remote topic exists with enough partitions
 }
 
 // ShouldReplicate reports whether topic t of the source belongs to the flow.
@@ -49,9 +49,9 @@ func (s *Syncer) ShouldReplicate(t string) bool {
 }
 
 // Sync lists the source topics, creates missing remote topics, adds missing
-// partitions, and returns the topics that are ready to replicate, sorted by
-// name. A topic whose remote topic could not be made ready is left out and
-// logged; it is tried again on the next Sync.
+// partitions, and returns every selected source topic, sorted by name. A
+// topic whose remote topic could not be made ready is logged and not Ready;
+// it is tried again on the next Sync.
 func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 	src, err := s.Source.ListTopics(ctx)
 	if err != nil {
@@ -75,9 +75,9 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing topics of target cluster %s: %w", s.TargetAlias, err)
 	}
-	var missing []Topic
-	ready := make([]Topic, 0, len(want))
-	for _, t := range want {
+	var missing []*Topic
+	for i := range want {
+		t := &want[i]
 		d, ok := tgt[t.Remote]
 		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 			missing = append(missing, t)
@@ -90,24 +90,21 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		have := int32(len(d.Partitions))
 		switch {
 		case have < t.Partitions:
-			if err := s.addPartitions(ctx, t, have); err != nil {
+			if err := s.addPartitions(ctx, *t, have); err != nil {
 				s.Log.Error("cannot add partitions to remote topic", "topic", t.Remote, "have", have, "want", t.Partitions, "err", err)
 				continue
 			}
 		case have > t.Partitions:
 			s.Log.Warn("remote topic has more partitions than its source; the extra partitions get no data", "topic", t.Remote, "remote_partitions", have, "source_partitions", t.Partitions)
 		}
-		ready = append(ready, t)
+		t.Ready = true
 	}
 	if len(missing) > 0 {
-		created, err := s.create(ctx, missing)
-		if err != nil {
+		if err := s.create(ctx, missing); err != nil {
 			return nil, err
 		}
-		ready = append(ready, created...)
 	}
-	sort.Slice(ready, func(i, j int) bool { return ready[i].Name < ready[j].Name })
-	return ready, nil
+	return want, nil
 }
 
 func (s *Syncer) addPartitions(ctx context.Context, t Topic, have int32) error {
@@ -122,15 +119,16 @@ func (s *Syncer) addPartitions(ctx context.Context, t Topic, have int32) error {
 	return nil
 }
 
-// create makes the remote topics of ts with the source's configs.
-func (s *Syncer) create(ctx context.Context, ts []Topic) ([]Topic, error) {
+// create makes the remote topics of ts with the source's configs and marks
+// those that exist afterwards Ready.
+func (s *Syncer) create(ctx context.Context, ts []*Topic) error {
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name
 	}
 	rcs, err := s.Source.DescribeTopicConfigs(ctx, names...)
 	if err != nil {
-		return nil, fmt.Errorf("describing configs of source topics: %w", err)
+		return fmt.Errorf("describing configs of source topics: %w", err)
 	}
 	configs := make(map[string]map[string]*string, len(rcs))
 	for _, rc := range rcs {
@@ -140,7 +138,6 @@ func (s *Syncer) create(ctx context.Context, ts []Topic) ([]Topic, error) {
 		}
 		configs[rc.Name] = s.TargetConfigs(rc.Configs)
 	}
-	var created []Topic
 	for _, t := range ts {
 		resp, err := s.Target.CreateTopic(ctx, t.Partitions, s.ReplicationFactor, configs[t.Name], t.Remote)
 		if err == nil {
@@ -150,17 +147,16 @@ func (s *Syncer) create(ctx context.Context, ts []Topic) ([]Topic, error) {
 		case err == nil:
 			s.Log.Info("created remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "partitions", t.Partitions, "replication_factor", s.ReplicationFactor, "configs", len(configs[t.Name]))
 		case errors.Is(err, kerr.TopicAlreadyExists):
-			// Created meanwhile, by us or someone else: check it next round.
-			continue
+			// Created meanwhile; its partitions are checked next round.
 		case errors.Is(err, kerr.InvalidReplicationFactor):
-			return nil, fmt.Errorf("creating remote topic %s on %s with replication factor %d (key replication.factor): %w", t.Remote, s.TargetAlias, s.ReplicationFactor, err)
+			return fmt.Errorf("creating remote topic %s on %s with replication factor %d (key replication.factor): %w", t.Remote, s.TargetAlias, s.ReplicationFactor, err)
 		default:
 			s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
 			continue
 		}
-		created = append(created, t)
+		t.Ready = true
 	}
-	return created, nil
+	return nil
 }
 
 // TargetConfigs returns the configs a new remote topic gets from its source

@@ -1,0 +1,190 @@
+// Command kafka-local starts and stops real Apache Kafka clusters on
+// 127.0.0.1 for kmirror's tests and demos. scripts/kafka-local builds and
+// runs it; see docs/testing.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/kafkalocal"
+)
+
+const usage = `kafka-local: real Apache Kafka ` + kafkalocal.KafkaVersion + ` clusters on 127.0.0.1
+
+Usage:
+  kafka-local up [--clusters N] [--nodes M] [--secure] [--config k=v]... [--dir RUNDIR]
+        format and start N clusters (A, B, ...) of M KRaft broker+controller
+        nodes; print their bootstrap servers and write RUNDIR/clusters.json
+        and RUNDIR/clusters.env
+  kafka-local down [--dir RUNDIR] [--timeout 20s]
+        stop every node started under RUNDIR (SIGTERM, then SIGKILL)
+  kafka-local status [--dir RUNDIR]
+  kafka-local stop-node [--kill] [--dir RUNDIR] CLUSTER NODEID
+  kafka-local start-node [--dir RUNDIR] CLUSTER NODEID
+  kafka-local libs      resolve the Kafka jars with Maven; print their folder
+
+RUNDIR defaults to .run/local in the repository.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root, err := kafkalocal.FindRoot()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("kafka-local "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", filepath.Join(root, ".run", "local"), "run folder")
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "libs":
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		libs, err := kafkalocal.ResolveLibs(ctx, root, stderr)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		fmt.Fprintln(stdout, libs)
+		return 0
+	case "up":
+		clusters := fs.Int("clusters", 1, "number of clusters")
+		nodes := fs.Int("nodes", 1, "nodes per cluster")
+		secure := fs.Bool("secure", false, "add a SASL_SSL listener with SCRAM-SHA-512/PLAIN users and ACLs")
+		timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for the clusters")
+		config := map[string]string{}
+		fs.Func("config", "extra broker setting k=v (repeatable)", func(s string) error {
+			k, v, ok := strings.Cut(s, "=")
+			if !ok {
+				return fmt.Errorf("want k=v, got %q", s)
+			}
+			config[k] = v
+			return nil
+		})
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		libs, err := kafkalocal.ResolveLibs(ctx, root, stderr)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		start := time.Now()
+		r, err := kafkalocal.Up(ctx, kafkalocal.Options{
+			Clusters: *clusters, Nodes: *nodes, Secure: *secure, Dir: *dir,
+			Libs: libs, Config: config, Timeout: *timeout, Log: stderr,
+		})
+		if err != nil {
+			return fail(stderr, err)
+		}
+		printRun(stdout, r)
+		fmt.Fprintf(stdout, "\nup in %s; state in %s\n", time.Since(start).Round(time.Millisecond), filepath.Join(r.Dir, kafkalocal.StateFile))
+		fmt.Fprintf(stdout, "source %s  # for KAFKA_A_BOOTSTRAP, KMIRROR_TEST_CLUSTERS, ...\n", filepath.Join(r.Dir, kafkalocal.EnvFile))
+		return 0
+	case "down":
+		timeout := fs.Duration("timeout", kafkalocal.DefaultStopTimeout, "SIGKILL nodes still running after this")
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		start := time.Now()
+		n, err := kafkalocal.Down(*dir, *timeout)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		fmt.Fprintf(stdout, "stopped %d node(s) under %s in %s\n", n, *dir, time.Since(start).Round(time.Millisecond))
+		return 0
+	case "status":
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		r, err := kafkalocal.Load(*dir)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		printRun(stdout, r)
+		return 0
+	case "stop-node", "start-node":
+		kill := fs.Bool("kill", false, "SIGKILL instead of a controlled shutdown")
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		if fs.NArg() != 2 {
+			fmt.Fprintf(stderr, "kafka-local %s: want CLUSTER NODEID\n", cmd)
+			return 2
+		}
+		id, err := strconv.Atoi(fs.Arg(1))
+		if err != nil {
+			return fail(stderr, fmt.Errorf("bad node id %q", fs.Arg(1)))
+		}
+		r, err := kafkalocal.Load(*dir)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		if cmd == "stop-node" {
+			err = r.StopNode(fs.Arg(0), int32(id), *kill, kafkalocal.DefaultStopTimeout)
+		} else {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			err = r.StartNode(ctx, fs.Arg(0), int32(id), false)
+		}
+		if err != nil {
+			return fail(stderr, err)
+		}
+		fmt.Fprintf(stdout, "%s: cluster %s node %d\n", cmd, fs.Arg(0), id)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "kafka-local: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+}
+
+func printRun(w io.Writer, r *kafkalocal.Run) {
+	fmt.Fprintf(w, "Kafka %s, jars in %s\n", r.KafkaVersion, r.Libs)
+	for _, c := range r.Clusters {
+		fmt.Fprintf(w, "cluster %s  bootstrap %s\n", c.Name, strings.Join(c.Bootstrap, ","))
+		if c.Secure {
+			fmt.Fprintf(w, "  SASL_SSL %s  CA %s\n", strings.Join(c.SecureBootstrap, ","), c.CAFile)
+			for _, u := range c.Users {
+				fmt.Fprintf(w, "  user %s password %s super=%t (SCRAM-SHA-512, PLAIN)\n", u.Name, u.Password, u.Super)
+			}
+		}
+		for _, n := range c.Nodes {
+			state := "down"
+			if n.Alive() {
+				state = "up"
+			}
+			fmt.Fprintf(w, "  node %d  port %d  controller %d", n.ID, n.Port, n.ControllerPort)
+			if n.SecurePort != 0 {
+				fmt.Fprintf(w, "  secure %d", n.SecurePort)
+			}
+			fmt.Fprintf(w, "  pid %d %s  %s\n", n.PID, state, n.Dir)
+		}
+	}
+}
+
+func fail(w io.Writer, err error) int {
+	fmt.Fprintln(w, "kafka-local:", err)
+	return 1
+}

@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
+)
+
+// TestKillNineLosesNothing kills kmirror with SIGKILL five times while a
+// producer keeps writing, restarts it each time, and then checks that every
+// source record reached the target in order, reporting duplicates.
+func TestKillNineLosesNothing(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "crash")
+	a.CreateTopic(t, topic, 3, nil)
+
+	// A steady producer: sequence numbers as keys, round robin partitions.
+	pctx, stopProducing := context.WithCancel(context.Background())
+	var produced atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		cl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
+		for i := 0; pctx.Err() == nil; i++ {
+			r := &kgo.Record{Topic: topic, Partition: int32(i % 3), Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf("value-%d", i))}
+			cl.Produce(pctx, r, func(_ *kgo.Record, err error) {
+				if err == nil {
+					produced.Add(1)
+				}
+			})
+			if i%200 == 199 {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		cl.Flush(context.Background())
+	}()
+
+	src, dst := alias(t, "src"), alias(t, "dst")
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, src+"->"+dst+".topics = "+topic))
+	remote := src + "." + topic
+	for round := 0; round < 5; round++ {
+		p := startKmirror(t, cfg)
+		// Let it copy something, then kill it at a random moment.
+		start := countOrZero(t, b, remote)
+		waitFor(t, 60*time.Second, "progress in round "+strconv.Itoa(round), func() bool {
+			return countOrZero(t, b, remote) > start+200
+		})
+		time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond)
+		p.kill()
+		t.Logf("round %d: killed with SIGKILL after the target held %d records (%d produced)", round, countOrZero(t, b, remote), produced.Load())
+	}
+	stopProducing()
+	wg.Wait()
+
+	want := a.ReadAll(t, topic)
+	p := startKmirror(t, cfg)
+	waitFor(t, 90*time.Second, "the target to catch up", func() bool {
+		return hasAllKeys(t, b, remote, want)
+	})
+	p.stop()
+
+	got := b.ReadAll(t, remote)
+	dups := checkNoLoss(t, want, got)
+	t.Logf("source %d records, target %d records, duplicates after 5 SIGKILLs: %d", len(want), len(got), dups)
+}
+
+func countOrZero(t *testing.T, c *testkafka.Cluster, topic string) int {
+	if !hasTopic(t, c, topic) {
+		return 0
+	}
+	return countAll(t, c, topic)
+}
+
+func hasAllKeys(t *testing.T, c *testkafka.Cluster, topic string, want []*kgo.Record) bool {
+	if !hasTopic(t, c, topic) {
+		return false
+	}
+	have := map[string]bool{}
+	for _, r := range c.ReadAll(t, topic) {
+		have[string(r.Key)] = true
+	}
+	for _, r := range want {
+		if !have[string(r.Key)] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkNoLoss checks that got holds every record of want in the same
+// partition and, once duplicates are dropped, in the same order. It
+// returns the number of duplicates.
+func checkNoLoss(t *testing.T, want, got []*kgo.Record) int {
+	t.Helper()
+	per := func(rs []*kgo.Record) map[int32][]*kgo.Record {
+		m := map[int32][]*kgo.Record{}
+		for _, r := range rs {
+			m[r.Partition] = append(m[r.Partition], r)
+		}
+		return m
+	}
+	w, g := per(want), per(got)
+	dups := 0
+	for p, ws := range w {
+		seen := map[string]bool{}
+		var firsts []*kgo.Record
+		for _, r := range g[p] {
+			if seen[string(r.Key)] {
+				dups++
+				continue
+			}
+			seen[string(r.Key)] = true
+			firsts = append(firsts, r)
+		}
+		if len(firsts) != len(ws) {
+			t.Errorf("partition %d: %d distinct records on the target, %d on the source", p, len(firsts), len(ws))
+			continue
+		}
+		for i := range ws {
+			if string(ws[i].Key) != string(firsts[i].Key) || string(ws[i].Value) != string(firsts[i].Value) {
+				t.Errorf("partition %d position %d: target has %q, source %q", p, i, firsts[i].Key, ws[i].Key)
+				break
+			}
+		}
+	}
+	return dups
+}

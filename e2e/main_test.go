@@ -1,0 +1,266 @@
+// Package e2e runs the kmirror binary against real Apache Kafka clusters and
+// checks what reaches the target, record by record.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
+)
+
+func TestMain(m *testing.M) { testkafka.Main(m) }
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// kmirrorBin builds cmd/kmirror once per test binary.
+func kmirrorBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kmirror-e2e")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "kmirror")
+		out, err := exec.Command("go", "build", "-race", "-o", binPath, "../cmd/kmirror").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// writeFile writes content to a new file in the test's temp dir.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// syncBuffer is a log sink safe for a process writer and test readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a running kmirror.
+type proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// startKmirror runs "kmirror run ARGS..." until the test ends.
+func startKmirror(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, log: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(kmirrorBin(t), append([]string{"run"}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("kmirror log:\n%s", p.log.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *proc) stop() {
+	p.t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		p.kill()
+		p.t.Fatalf("kmirror did not stop within 60s of SIGTERM\n%s", p.log.String())
+	}
+	if p.err != nil {
+		p.t.Fatalf("kmirror exited with %v after SIGTERM\n%s", p.err, p.log.String())
+	}
+}
+
+// exited waits for the process to end on its own.
+func (p *proc) exited(timeout time.Duration) (int, bool) {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode(), true
+	case <-time.After(timeout):
+		return 0, false
+	}
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// alias returns a cluster alias unique to the test, so that tests sharing
+// clusters never share internal topics.
+func alias(t *testing.T, base string) string {
+	name := regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(t.Name()), "")
+	if len(name) > 20 {
+		name = name[len(name)-20:]
+	}
+	return fmt.Sprintf("%s%s%d", base, name, time.Now().UnixNano()%100000)
+}
+
+// mm2Config returns a properties file body for src->dst with RF 1 and fast
+// intervals; extra lines are appended.
+func mm2Config(src, dst string, a, b *testkafka.Cluster, extra ...string) string {
+	lines := []string{
+		"clusters = " + src + ", " + dst,
+		src + ".bootstrap.servers = " + strings.Join(a.Bootstrap, ","),
+		dst + ".bootstrap.servers = " + strings.Join(b.Bootstrap, ","),
+		src + "->" + dst + ".enabled = true",
+		dst + "->" + src + ".emit.heartbeats.enabled = false",
+		"replication.factor = 1",
+		"checkpoints.topic.replication.factor = 1",
+		"heartbeats.topic.replication.factor = 1",
+		"offset-syncs.topic.replication.factor = 1",
+		"offset.storage.replication.factor = 1",
+		"status.storage.replication.factor = 1",
+		"config.storage.replication.factor = 1",
+		"refresh.topics.interval.seconds = 2",
+	}
+	return strings.Join(append(lines, extra...), "\n") + "\n"
+}
+
+// hasTopic reports whether c has topic.
+func hasTopic(t *testing.T, c *testkafka.Cluster, topic string) bool {
+	td, err := c.Admin(t).ListTopics(ctx(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := td[topic]
+	return ok && d.Err == nil
+}
+
+// countAll returns how many records topic holds, committed ones only.
+func countAll(t *testing.T, c *testkafka.Cluster, topic string) int {
+	return len(c.ReadAll(t, topic))
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// sameRecords compares source and target records of one topic: same
+// partition, same order, same key, value (null kept apart from empty),
+// headers and timestamp.
+func sameRecords(t *testing.T, src, dst []*kgo.Record, dropHeader string) {
+	t.Helper()
+	type key struct{ p int32 }
+	bySrc := map[int32][]*kgo.Record{}
+	byDst := map[int32][]*kgo.Record{}
+	for _, r := range src {
+		bySrc[r.Partition] = append(bySrc[r.Partition], r)
+	}
+	for _, r := range dst {
+		byDst[r.Partition] = append(byDst[r.Partition], r)
+	}
+	for p, srs := range bySrc {
+		drs := byDst[p]
+		if len(drs) != len(srs) {
+			t.Errorf("partition %d: source has %d records, target %d", p, len(srs), len(drs))
+			continue
+		}
+		for i := range srs {
+			if d := diff(srs[i], drs[i], dropHeader); d != "" {
+				t.Errorf("partition %d record %d (source offset %d, target offset %d): %s", p, i, srs[i].Offset, drs[i].Offset, d)
+				break
+			}
+		}
+	}
+	for p, drs := range byDst {
+		if _, ok := bySrc[p]; !ok {
+			t.Errorf("target partition %d has %d records the source partition lacks", p, len(drs))
+		}
+	}
+}
+
+func diff(s, d *kgo.Record, dropHeader string) string {
+	switch {
+	case !bytes.Equal(s.Key, d.Key) || (s.Key == nil) != (d.Key == nil):
+		return fmt.Sprintf("key %q (nil %v) != %q (nil %v)", s.Key, s.Key == nil, d.Key, d.Key == nil)
+	case !bytes.Equal(s.Value, d.Value) || (s.Value == nil) != (d.Value == nil):
+		return fmt.Sprintf("value %q (nil %v) != %q (nil %v)", s.Value, s.Value == nil, d.Value, d.Value == nil)
+	case !s.Timestamp.Equal(d.Timestamp):
+		return fmt.Sprintf("timestamp %v != %v", s.Timestamp, d.Timestamp)
+	}
+	var dh []kgo.RecordHeader
+	for _, h := range d.Headers {
+		if h.Key != dropHeader {
+			dh = append(dh, h)
+		}
+	}
+	if len(s.Headers) != len(dh) {
+		return fmt.Sprintf("headers %v != %v", s.Headers, dh)
+	}
+	for i := range dh {
+		if s.Headers[i].Key != dh[i].Key || !bytes.Equal(s.Headers[i].Value, dh[i].Value) || (s.Headers[i].Value == nil) != (dh[i].Value == nil) {
+			return fmt.Sprintf("header %d: %q=%q != %q=%q", i, s.Headers[i].Key, s.Headers[i].Value, dh[i].Key, dh[i].Value)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
+)
+
+func produceN(t *testing.T, c *testkafka.Cluster, topic string, partitions int32, n int, tag string) {
+	t.Helper()
+	var recs []*kgo.Record
+	for i := 0; i < n; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Key: []byte(fmt.Sprintf("%s-%d", tag, i)), Value: []byte(tag)})
+	}
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(ctx(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func topicNames(t *testing.T, c *testkafka.Cluster) map[string]bool {
+	td, err := c.Admin(t).ListTopics(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for name := range td {
+		out[name] = true
+	}
+	return out
+}
+
+// TestTopicSelectionAndNaming covers topics.exclude and a custom separator,
+// and checks that the remote topic gets the source's partitions and configs.
+func TestTopicSelectionAndNaming(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	prefix := testkafka.Topic(t, "sel")
+	keep, skip := prefix+"-keep", prefix+"-skip-test"
+	retention := "123456789"
+	a.CreateTopic(t, keep, 4, map[string]*string{"retention.ms": &retention})
+	a.CreateTopic(t, skip, 1, nil)
+	produceN(t, a, keep, 4, 20, "k")
+	produceN(t, a, skip, 1, 20, "s")
+
+	src, dst := alias(t, "src"), alias(t, "dst")
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
+		src+"->"+dst+".topics = "+prefix+"-.*",
+		"topics.exclude = .*[\\-\\_]internal.*, .*test.*",
+		"replication.policy.separator = _"))
+	p := startKmirror(t, cfg)
+	remote := src + "_" + keep
+	waitFor(t, 60*time.Second, remote, func() bool { return hasTopic(t, b, remote) && countAll(t, b, remote) == 20 })
+	p.stop()
+	names := topicNames(t, b)
+	if names[src+"_"+skip] || names[src+"."+keep] {
+		t.Errorf("unexpected topics on the target: %v", names)
+	}
+	td, err := b.Admin(t).ListTopics(ctx(t), remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(td[remote].Partitions); n != 4 {
+		t.Errorf("%s has %d partitions, want 4", remote, n)
+	}
+	rc, err := b.Admin(t).DescribeTopicConfigs(ctx(t), remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := rc.On(remote, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range c.Configs {
+		if kv.Key == "retention.ms" && kv.MaybeValue() != retention {
+			t.Errorf("remote retention.ms = %s, want %s copied from the source", kv.MaybeValue(), retention)
+		}
+	}
+	// The internal separator follows the custom one (MM2's default).
+	if !names["mm2-offset-syncs_"+src+"_internal"] {
+		t.Errorf("offset-syncs topic mm2-offset-syncs_%s_internal missing on the target", src)
+	}
+}
+
+// TestNewTopicsAndPartitionsFollowed creates a topic and adds partitions
+// while kmirror runs.
+func TestNewTopicsAndPartitionsFollowed(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	prefix := testkafka.Topic(t, "grow")
+	first := prefix + "-first"
+	a.CreateTopic(t, first, 1, nil)
+	produceN(t, a, first, 1, 10, "a")
+
+	src, dst := alias(t, "src"), alias(t, "dst")
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, src+"->"+dst+".topics = "+prefix+"-.*"))
+	p := startKmirror(t, cfg)
+	waitFor(t, 60*time.Second, "first topic", func() bool { return countOrZero(t, b, src+"."+first) == 10 })
+
+	later := prefix + "-later"
+	a.CreateTopic(t, later, 2, nil)
+	produceN(t, a, later, 2, 10, "b")
+	waitFor(t, 30*time.Second, "topic created after start", func() bool { return countOrZero(t, b, src+"."+later) == 10 })
+
+	if _, err := a.Admin(t).UpdatePartitions(ctx(t), 3, first); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, a, first, 3, 9, "c") // 3 records go to the new partition 2
+	waitFor(t, 30*time.Second, "the added partition", func() bool {
+		if countOrZero(t, b, src+"."+first) != 19 {
+			return false
+		}
+		n := 0
+		for _, r := range b.ReadAll(t, src+"."+first) {
+			if r.Partition == 2 {
+				n++
+			}
+		}
+		return n == 3
+	})
+	p.stop()
+}
+
+// TestActiveActive runs A->B and B->A in one process, with the default
+// policy and with the identity policy.
+func TestActiveActive(t *testing.T) {
+	for _, identity := range []bool{false, true} {
+		t.Run(fmt.Sprintf("identity=%v", identity), func(t *testing.T) {
+			cs := testkafka.Shared(t, 2)
+			a, b := cs[0], cs[1]
+			topic := testkafka.Topic(t, "aa")
+			a.CreateTopic(t, topic, 2, nil)
+			b.CreateTopic(t, topic, 2, nil)
+			produceN(t, a, topic, 2, 30, "fromA")
+			produceN(t, b, topic, 2, 20, "fromB")
+
+			x, y := alias(t, "x"), alias(t, "y")
+			lines := []string{
+				"clusters = " + x + ", " + y,
+				x + ".bootstrap.servers = " + strings.Join(a.Bootstrap, ","),
+				y + ".bootstrap.servers = " + strings.Join(b.Bootstrap, ","),
+				x + "->" + y + ".enabled = true",
+				y + "->" + x + ".enabled = true",
+				"topics = .*" + topic + ".*",
+				"replication.factor = 1",
+				"offset-syncs.topic.replication.factor = 1",
+				"offset.storage.replication.factor = 1",
+				"heartbeats.topic.replication.factor = 1",
+				"checkpoints.topic.replication.factor = 1",
+				"refresh.topics.interval.seconds = 2",
+			}
+			if identity {
+				lines = append(lines, "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy")
+			}
+			cfg := writeFile(t, "mm2.properties", strings.Join(lines, "\n")+"\n")
+			p := startKmirror(t, cfg)
+			if identity {
+				waitFor(t, 60*time.Second, "both sides to hold 50 records", func() bool {
+					return countAll(t, a, topic) == 50 && countAll(t, b, topic) == 50
+				})
+				time.Sleep(5 * time.Second) // a loop would show as growth
+				p.stop()
+				for _, c := range []*testkafka.Cluster{a, b} {
+					seen := map[string]int{}
+					for _, r := range c.ReadAll(t, topic) {
+						seen[string(r.Key)]++
+					}
+					if len(seen) != 50 {
+						t.Errorf("cluster %s: %d distinct records, want 50", c.Name, len(seen))
+					}
+					for k, n := range seen {
+						if n != 1 {
+							t.Errorf("cluster %s: record %s exists %d times", c.Name, k, n)
+						}
+					}
+				}
+				return
+			}
+			waitFor(t, 60*time.Second, "remote topics", func() bool {
+				return countOrZero(t, b, x+"."+topic) == 30 && countOrZero(t, a, y+"."+topic) == 20
+			})
+			time.Sleep(5 * time.Second)
+			p.stop()
+			for name := range topicNames(t, a) {
+				if strings.HasPrefix(name, x+"."+y+".") || strings.HasPrefix(name, y+"."+x+".") {
+					t.Errorf("cycle topic %s on %s", name, a.Name)
+				}
+			}
+			for name := range topicNames(t, b) {
+				if strings.HasPrefix(name, x+"."+y+".") || strings.HasPrefix(name, y+"."+x+".") {
+					t.Errorf("cycle topic %s on %s", name, b.Name)
+				}
+			}
+		})
+	}
+}
+
+// TestGapReported deletes records upstream while kmirror is down and checks
+// that it reports the lost range and copies the rest.
+func TestGapReported(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "gap")
+	a.CreateTopic(t, topic, 1, nil)
+	produceN(t, a, topic, 1, 10, "before")
+
+	src, dst := alias(t, "src"), alias(t, "dst")
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, src+"->"+dst+".topics = "+topic))
+	p := startKmirror(t, cfg)
+	waitFor(t, 60*time.Second, "first records", func() bool { return countOrZero(t, b, src+"."+topic) == 10 })
+	p.stop()
+
+	produceN(t, a, topic, 1, 20, "after") // offsets 10..29
+	var o kadm.Offsets
+	o.Add(kadm.Offset{Topic: topic, Partition: 0, At: 17})
+	if _, err := a.Admin(t).DeleteRecords(ctx(t), o); err != nil {
+		t.Fatal(err)
+	}
+	p = startKmirror(t, cfg)
+	waitFor(t, 60*time.Second, "records after the gap", func() bool { return countOrZero(t, b, src+"."+topic) == 23 })
+	p.stop()
+	log := p.log.String()
+	if !strings.Contains(log, "source records lost before replication") || !strings.Contains(log, "first_lost=10") || !strings.Contains(log, "last_lost=16") {
+		t.Errorf("kmirror log does not report the lost range 10..16:\n%s", log)
+	}
+}

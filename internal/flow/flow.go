@@ -1,0 +1,319 @@
+// Package flow runs one replication flow (source->target) of an MM2
+// configuration: topic sync, the record path, progress and offset syncs.
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/clients"
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/offsetsync"
+	"github.com/kmirror/kmirror/internal/policy"
+	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/replicate"
+	"github.com/kmirror/kmirror/internal/topicsync"
+)
+
+// DefaultFlushInterval is how often progress is saved when
+// offset.flush.interval.ms is not set. MM2's default is 60 s; kmirror saves
+// every second so that a crash re-copies at most about a second of data.
+const DefaultFlushInterval = time.Second
+
+// Options tune a flow beyond its configuration.
+type Options struct {
+	// AddOrigin writes the provenance header; see replicate.OriginHeader.
+	AddOrigin bool
+	// Drain bounds how long a stopping flow waits for records in flight.
+	Drain time.Duration
+}
+
+// Flow is one running source->target flow.
+type Flow struct {
+	cfg  *config.Flow
+	opts Options
+	m    *metrics.Metrics
+	log  *slog.Logger
+
+	closers []func()
+}
+
+// New prepares a flow; Run starts it.
+func New(cfg *config.Flow, opts Options, m *metrics.Metrics, log *slog.Logger) *Flow {
+	if opts.Drain == 0 {
+		opts.Drain = 30 * time.Second
+	}
+	return &Flow{cfg: cfg, opts: opts, m: m, log: log.With("flow", cfg.Name())}
+}
+
+// client builds a franz-go client for one role; it also returns the
+// options without the role's extra ones, for short-lived readers.
+func (f *Flow) client(role string, kind clients.Role, props map[string]string, extra ...kgo.Opt) (*kgo.Client, []kgo.Opt, error) {
+	conn, err := clients.RoleOptions(kind, props)
+	if err != nil {
+		return nil, nil, fmt.Errorf("flow %s, %s client: %w", f.cfg.Name(), role, err)
+	}
+	id := f.cfg.Name() + "|kmirror|" + role
+	if v := props["client.id"]; v != "" {
+		id = v + "|" + id
+	}
+	opts := append(append([]kgo.Opt{}, conn...), kgo.ClientID(id))
+	cl, err := kgo.NewClient(append(opts, extra...)...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("flow %s, %s client: %w", f.cfg.Name(), role, err)
+	}
+	f.closers = append(f.closers, cl.Close)
+	return cl, opts, nil
+}
+
+func (f *Flow) close() {
+	for i := len(f.closers) - 1; i >= 0; i-- {
+		f.closers[i]()
+	}
+	f.closers = nil
+}
+
+// Run replicates until ctx ends, then stops cleanly: records in flight are
+// acknowledged and progress saved before it returns.
+func (f *Flow) Run(ctx context.Context) error {
+	defer f.close()
+	c := f.cfg
+	pol, err := c.Policy()
+	if err != nil {
+		return err
+	}
+	topics, err := c.TopicFilter()
+	if err != nil {
+		return err
+	}
+	exclude, err := policy.CompilePattern(c.ConfigPropertiesExclude)
+	if err != nil {
+		return err
+	}
+
+	srcAdmCl, _, err := f.client("replication-source-admin", clients.Admin, c.SourceAdmin)
+	if err != nil {
+		return err
+	}
+	tgtAdmCl, tgtConn, err := f.client("replication-target-admin", clients.Admin, c.TargetAdmin)
+	if err != nil {
+		return err
+	}
+	srcAdm, tgtAdm := kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl)
+	if err := reachable(ctx, srcAdm, c.Source); err != nil {
+		return err
+	}
+	if err := reachable(ctx, tgtAdm, c.Target); err != nil {
+		return err
+	}
+
+	if v := c.SourceConsumer["isolation.level"]; v != "" && v != "read_committed" {
+		f.log.Warn("ignoring isolation.level: kmirror copies only committed records", "value", v)
+	}
+	startAtEnd := c.SourceConsumer["auto.offset.reset"] == "latest"
+	consumer, _, err := f.client("replication-consumer", clients.Consumer, c.SourceConsumer,
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+	)
+	if err != nil {
+		return err
+	}
+	producer, _, err := f.client("replication-producer", clients.Producer, c.TargetProducer,
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+	)
+	if err != nil {
+		return err
+	}
+
+	store, err := progress.Open(ctx, tgtAdm, tgtConn, producer, progress.Options{
+		Topic:             c.OffsetStorageTopic,
+		Source:            c.Source,
+		Partitions:        c.OffsetStoragePartitions,
+		ReplicationFactor: c.OffsetStorageReplicationFactor,
+	}, f.log)
+	if err != nil {
+		return fmt.Errorf("flow %s: %w", c.Name(), err)
+	}
+
+	var syncs *offsetsync.Writer
+	if c.EmitOffsetSyncsEnabled {
+		syncs, err = f.offsetSyncs(ctx, pol, srcAdm, tgtAdm)
+		if err != nil {
+			return err
+		}
+	}
+
+	rep := replicate.New(replicate.Config{
+		SourceAlias: c.Source,
+		TargetAlias: c.Target,
+		Source:      consumer,
+		SourceAdmin: srcAdm,
+		Target:      producer,
+		Progress:    store,
+		Syncs:       syncs,
+		StartAtEnd:  startAtEnd,
+		AddOrigin:   f.opts.AddOrigin,
+		Metrics:     f.m,
+		Log:         f.log,
+	})
+	syncer := &topicsync.Syncer{
+		Source:                srcAdm,
+		Target:                tgtAdm,
+		SourceAlias:           c.Source,
+		TargetAlias:           c.Target,
+		Policy:                pol,
+		Topics:                topics,
+		HeartbeatsReplication: c.HeartbeatsReplicationEnabled,
+		ReplicationFactor:     c.ReplicationFactor,
+		ConfigExclude:         exclude,
+		DefaultsFromSource:    c.Settings["use.defaults.from"] == "source",
+		Log:                   f.log,
+	}
+	assigned := make(map[progress.TP]bool)
+	refresh := func() error {
+		ts, err := syncer.Sync(ctx)
+		if err != nil {
+			return err
+		}
+		var add []replicate.Partition
+		live := make(map[progress.TP]bool)
+		for _, t := range ts {
+			for p := int32(0); p < t.Partitions; p++ {
+				tp := progress.TP{Topic: t.Name, Partition: p}
+				live[tp] = true
+				if t.Ready && !assigned[tp] {
+					add = append(add, replicate.Partition{TP: tp, Remote: t.Remote})
+					assigned[tp] = true
+				}
+			}
+		}
+		var gone []progress.TP
+		for tp := range assigned {
+			if !live[tp] {
+				gone = append(gone, tp)
+				delete(assigned, tp)
+			}
+		}
+		if len(gone) > 0 {
+			f.log.Info("source partitions gone; no longer replicated", "count", len(gone))
+			if err := rep.Revoke(ctx, gone); err != nil {
+				return err
+			}
+		}
+		rep.Assign(add)
+		return nil
+	}
+	if err := refresh(); err != nil {
+		return fmt.Errorf("flow %s: %w", c.Name(), err)
+	}
+
+	loops, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.every(loops, flushInterval(c), func() {
+			if err := rep.Commit(loops); err != nil && loops.Err() == nil {
+				f.log.Warn("saving progress failed; retrying at the next interval", "err", err)
+			}
+		})
+	}()
+	if c.RefreshTopicsEnabled && c.RefreshTopicsInterval > 0 {
+		go f.every(loops, c.RefreshTopicsInterval, func() {
+			if err := refresh(); err != nil && loops.Err() == nil {
+				f.log.Warn("refreshing topics failed; retrying at the next interval", "err", err)
+			}
+		})
+	}
+	f.log.Info("flow started", "source", c.Source, "target", c.Target, "partitions", len(assigned))
+	err = rep.Run(ctx, f.opts.Drain)
+	stop()
+	<-done
+	if err != nil {
+		return fmt.Errorf("flow %s: stopping: %w", c.Name(), err)
+	}
+	f.log.Info("flow stopped; progress saved")
+	return nil
+}
+
+// offsetSyncs creates the offset-syncs topic where offset-syncs.topic.location
+// says and returns a writer with a producer of its own.
+func (f *Flow) offsetSyncs(ctx context.Context, pol policy.Policy, srcAdm, tgtAdm *kadm.Client) (*offsetsync.Writer, error) {
+	c := f.cfg
+	adm, props, alias, role := tgtAdm, c.TargetProducer, c.Source, "offset-syncs-target-producer"
+	if c.OffsetSyncsTopicLocation == "source" {
+		// The source connection keys are what the producer needs here.
+		adm, props, alias, role = srcAdm, c.SourceAdmin, c.Target, "offset-syncs-source-producer"
+	}
+	topic := pol.OffsetSyncsTopic(alias)
+	if err := createCompacted(ctx, adm, topic, c.OffsetSyncsTopicReplicationFactor, "offset-syncs.topic.replication.factor"); err != nil {
+		return nil, fmt.Errorf("flow %s: %w", c.Name(), err)
+	}
+	cl, _, err := f.client(role, clients.Producer, props, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return nil, err
+	}
+	failed := f.m.OffsetSyncFailures.WithLabelValues(c.Source, c.Target)
+	return offsetsync.New(cl, topic, c.OffsetLagMax, f.log, failed.Inc), nil
+}
+
+// createCompacted creates a single-partition compacted topic unless it exists.
+func createCompacted(ctx context.Context, adm *kadm.Client, topic string, rf int16, rfKey string) error {
+	compact := "compact"
+	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": &compact}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case err == nil, errors.Is(err, kerr.TopicAlreadyExists):
+		return nil
+	case errors.Is(err, kerr.InvalidReplicationFactor):
+		return fmt.Errorf("creating %s with replication factor %d (key %s): %w", topic, rf, rfKey, err)
+	default:
+		return fmt.Errorf("creating %s: %w", topic, err)
+	}
+}
+
+// reachable checks that a cluster answers, so that a wrong address or
+// credentials fail at start with the cluster's name.
+func reachable(ctx context.Context, adm *kadm.Client, alias string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := adm.BrokerMetadata(ctx); err != nil {
+		return fmt.Errorf("cluster %s is unreachable or refuses kmirror: %w", alias, err)
+	}
+	return nil
+}
+
+func flushInterval(c *config.Flow) time.Duration {
+	if v, ok := c.Worker["offset.flush.interval.ms"]; ok {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+			return time.Duration(ms) * time.Millisecond
+		}
+	}
+	return DefaultFlushInterval
+}
+
+func (f *Flow) every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
