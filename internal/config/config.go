@@ -180,12 +180,7 @@ func (c *Config) warn(key, format string, args ...any) {
 
 // show quotes key's value for a message, hiding secrets.
 func (c *Config) show(key string) string {
-	v := c.Props.Display(key)
-	s := strconv.Quote(v)
-	if strings.Contains(v, "#") && !IsSensitive(key) {
-		s += " (.properties files have no end-of-line comments)"
-	}
-	return s
+	return strconv.Quote(c.Props.Display(key))
 }
 
 func (c *Config) parseClusters(errs *errorList) {

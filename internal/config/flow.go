@@ -258,7 +258,11 @@ func (b *builder) fail(l layer, key, format string, args ...any) {
 	if raw == "" {
 		raw = b.f.Name() + "." + key
 	}
-	b.errs.add(b.c.errAt(raw, format, args...))
+	e := b.c.errAt(raw, format, args...)
+	if v := b.c.Props.Display(raw); strings.Contains(v, " #") && !IsSensitive(raw) {
+		e.Msg += " (.properties files have no end-of-line comments)"
+	}
+	b.errs.add(e)
 }
 
 func (b *builder) warn(raw, format string, args ...any) {
