@@ -499,7 +499,7 @@ func TestProviders(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := func(k string) (string, bool) {
-		v, ok := map[string]string{"A_SERVERS": "a:9092", "SECRET_PW": "env-secret", "BAD_BOOL": "env-secret-bool"}[k]
+		v, ok := map[string]string{"A_SERVERS": "a:9092", "SECRET_PW": "env-secret", "BAD_BOOL": "env-secret-bool", "RE": "env-secret(?=x)", "BIG": "99999"}[k]
 		return v, ok
 	}
 	text := `clusters = A, B
@@ -545,6 +545,10 @@ A->B.enabled = true
 		{"A->B.emit.heartbeats.enabled = ${env:BAD_BOOL}", `mm2.properties:13: A->B.emit.heartbeats.enabled: invalid boolean "${env:BAD_BOOL}"`},
 		{"A->B.tasks.max = ${file:" + secrets + ":jaas}", `A->B.tasks.max: invalid number "${file:`},
 		{"A.sasl.jaas.config = ${env:x:SECRET_PW}", "the env provider takes no path"},
+		{"A->B.topics = ${env:RE}", `A->B.topics: regex list "${env:RE}" does not compile`},
+		{"A->B.topic.filter.class = ${env:SECRET_PW}", `A->B.topic.filter.class: class "${env:SECRET_PW}" is not supported`},
+		{"A->B.replication.policy.class = ${env:SECRET_PW}", `unsupported replication policy class "${env:SECRET_PW}"`},
+		{"A->B.replication.factor = ${env:BIG}", `A->B.replication.factor: "${env:BIG}" is out of range`},
 	}
 	for _, b := range bad {
 		_, err := Parse("mm2.properties", []byte(text+b.line+"\n"), env)

@@ -271,6 +271,13 @@ func (b *builder) warn(raw, format string, args ...any) {
 	}
 }
 
+// hidden reports whether key's value must not appear in messages: it is
+// sensitive or came from a config provider.
+func (b *builder) hidden(l layer, key string) bool {
+	raw := l[key].src
+	return raw != "" && (b.c.Props.Resolved(raw) || IsSensitive(raw))
+}
+
 func (b *builder) show(l layer, key string) string {
 	if raw := l[key].src; raw != "" {
 		return b.c.show(raw)
@@ -308,8 +315,20 @@ func (b *builder) integer(l layer, key string, def, min, max int64, rule string)
 		return def
 	}
 	if n < min || n > max {
-		b.fail(l, key, "%d is out of range: %s", n, rule)
+		if b.hidden(l, key) {
+			b.fail(l, key, "%s is out of range: %s", b.show(l, key), rule)
+		} else {
+			b.fail(l, key, "%d is out of range: %s", n, rule)
+		}
 		return def
+	}
+	return n
+}
+
+// numShow is n for messages, or the hidden form of key's value.
+func (b *builder) numShow(l layer, key, n string) string {
+	if b.hidden(l, key) {
+		return b.show(l, key)
 	}
 	return n
 }
@@ -318,7 +337,7 @@ func (b *builder) integer(l layer, key string, def, min, max int64, rule string)
 func (b *builder) replicationFactor(l layer, key string, def int64) int16 {
 	n := b.integer(l, key, def, -1, math.MaxInt16, "must be -1 (broker default) or between 1 and 32767")
 	if n == 0 {
-		b.fail(l, key, "0 is out of range: must be -1 (broker default) or between 1 and 32767")
+		b.fail(l, key, "%s is out of range: must be -1 (broker default) or between 1 and 32767", b.numShow(l, key, "0"))
 		return int16(def)
 	}
 	return int16(n)
@@ -351,7 +370,11 @@ func (b *builder) list(key string, def []string) []string {
 	}
 	l := policy.ParseList(v.val)
 	if _, err := policy.CompilePattern(l); err != nil {
-		b.fail(b.s, key, "%v", err)
+		if b.hidden(b.s, key) {
+			b.fail(b.s, key, "regex list %s does not compile", b.show(b.s, key))
+		} else {
+			b.fail(b.s, key, "%v", err)
+		}
 	}
 	return l
 }
@@ -384,7 +407,7 @@ func (b *builder) class(key string, allowed ...string) {
 			return
 		}
 	}
-	b.fail(b.s, key, "class %q is not supported by kmirror (supported: %s)", s, strings.Join(allowed, ", "))
+	b.fail(b.s, key, "class %s is not supported by kmirror (supported: %s)", b.show(b.s, key), strings.Join(allowed, ", "))
 }
 
 func (b *builder) typed() {
@@ -405,11 +428,14 @@ func (b *builder) typed() {
 		// MM2 hands the policy the raw, untrimmed value.
 		f.Separator, f.SeparatorSet = v.val, true
 		if v.val != strings.TrimSpace(v.val) {
-			b.warn(v.src, "replication.policy.separator %q has surrounding whitespace, which becomes part of remote topic names", v.val)
+			b.warn(v.src, "replication.policy.separator %s has surrounding whitespace, which becomes part of remote topic names", b.show(s, "replication.policy.separator"))
 		}
 	}
 	f.InternalSeparatorEnabled = b.boolean("replication.policy.internal.topic.separator.enabled", true)
 	if _, err := f.Policy(); err != nil {
+		if b.hidden(s, "replication.policy.class") {
+			err = fmt.Errorf("unsupported replication policy class %s", b.show(s, "replication.policy.class"))
+		}
 		b.fail(s, "replication.policy.class", "%v", err)
 	}
 
@@ -492,7 +518,7 @@ func (b *builder) worker() {
 	f.OffsetStoragePartitions = int32(b.integer(w, "offset.storage.partitions", DefaultOffsetStoragePartitions, -1, math.MaxInt32,
 		"must be -1 (broker default) or positive"))
 	if f.OffsetStoragePartitions == 0 {
-		b.fail(w, "offset.storage.partitions", "0 is out of range: must be -1 (broker default) or positive")
+		b.fail(w, "offset.storage.partitions", "%s is out of range: must be -1 (broker default) or positive", b.numShow(w, "offset.storage.partitions", "0"))
 		f.OffsetStoragePartitions = DefaultOffsetStoragePartitions
 	}
 	f.OffsetStorageReplicationFactor = b.replicationFactor(w, "offset.storage.replication.factor", DefaultOffsetStorageRF)
