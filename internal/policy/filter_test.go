@@ -137,3 +137,23 @@ func TestDefaultsCompile(t *testing.T) {
 		t.Error("config properties exclude defaults")
 	}
 }
+
+func FuzzCompilePattern(f *testing.F) {
+	for _, s := range []string{".*", `a{1`, `\Qx`, `[a&&b]`, `\0777`, `\u00e9`, `(?<n>x)`, `\p{Lu`, `a*+`, `[]a]`, `\`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		re, err := CompilePattern([]string{p})
+		if err == nil && re == nil {
+			t.Fatal("nil regexp without error")
+		}
+		// Policies must not panic on arbitrary topic names either.
+		for _, c := range []Config{{}, {Class: IdentityClass, SourceAlias: "A"}, {Separator: p, SeparatorSet: true, InternalSeparatorEnabled: true}} {
+			pol, _ := New(c)
+			pol.OriginalTopic(p)
+			IsCycle(pol, p, "A")
+			pol.IsInternalTopic(p)
+			pol.IsHeartbeatsTopic(p)
+		}
+	})
+}
