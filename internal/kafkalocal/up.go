@@ -1,0 +1,478 @@
+package kafkalocal
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DefaultJVMOpts keep a node small and quick to start, so that two 3-node
+// clusters fit on two cores. C1-only compilation trades peak speed for
+// startup time; benchmarks should pass their own Options.JVMOpts.
+var DefaultJVMOpts = []string{
+	"-Xms128m", "-Xmx512m",
+	"-XX:+UseSerialGC",
+	"-XX:TieredStopAtLevel=1",
+	"-XX:+ExitOnOutOfMemoryError",
+	"-XX:-UsePerfData",
+	"-Djava.awt.headless=true",
+}
+
+// Options says which clusters Up starts.
+type Options struct {
+	Clusters int // number of independent clusters, named A, B, C...; default 1
+	// Names overrides the cluster names; when set, Clusters may be zero.
+	Names   []string
+	Nodes   int  // nodes per cluster, each broker and controller; default 1
+	Secure  bool // add a SASL_SSL listener with SCRAM-SHA-512, PLAIN and ACLs
+	Dir     string
+	Libs    string            // folder of jars (ResolveLibs)
+	Config  map[string]string // extra server.properties entries, override the defaults
+	JVMOpts []string          // default DefaultJVMOpts
+	// DieWithParent makes the kernel kill the nodes when the calling
+	// process exits (test binaries); otherwise they outlive it.
+	DieWithParent bool
+	Timeout       time.Duration // for the clusters to become ready; default 3m
+	Log           io.Writer     // progress messages; nil discards
+}
+
+// Users that a secure cluster knows. admin is a super user; the others have
+// no ACLs until a test grants some.
+var secureUsers = []struct {
+	name  string
+	super bool
+}{{"admin", true}, {"alice", false}, {"bob", false}}
+
+// Up formats and starts the clusters in the run folder opts.Dir, waits
+// until every cluster lists all its brokers, and saves clusters.json and
+// clusters.env there. The folder must be empty, missing, or a previous run
+// folder with nothing running; it is wiped. On error, the nodes it started
+// are stopped again.
+func Up(ctx context.Context, opts Options) (*Run, error) {
+	if len(opts.Names) > 0 {
+		opts.Clusters = len(opts.Names)
+	}
+	if opts.Clusters <= 0 {
+		opts.Clusters = 1
+	}
+	if opts.Nodes <= 0 {
+		opts.Nodes = 1
+	}
+	if opts.Clusters > 26 && len(opts.Names) == 0 {
+		return nil, errors.New("kafkalocal: at most 26 clusters")
+	}
+	if opts.JVMOpts == nil {
+		opts.JVMOpts = DefaultJVMOpts
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 3 * time.Minute
+	}
+	log := opts.Log
+	if log == nil {
+		log = io.Discard
+	}
+	if opts.Libs == "" {
+		return nil, errors.New("kafkalocal: Options.Libs is empty")
+	}
+	dir, err := prepareDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	libs, err := filepath.Abs(opts.Libs)
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{KafkaVersion: KafkaVersion, Libs: libs, Dir: dir}
+
+	portsPerNode := 2
+	if opts.Secure {
+		portsPerNode = 3
+	}
+	ports, err := freePorts(opts.Clusters * opts.Nodes * portsPerNode)
+	if err != nil {
+		return nil, err
+	}
+	log4j := filepath.Join(dir, "log4j2.properties")
+	if err := os.WriteFile(log4j, []byte(log4jConfig), 0o644); err != nil {
+		return nil, err
+	}
+	keystore := filepath.Join(dir, "tls", "server.pem")
+	if opts.Secure {
+		if err := writeTLS(filepath.Join(dir, CAFile), keystore); err != nil {
+			return nil, err
+		}
+	}
+	java := javaPath()
+	for i := range opts.Clusters {
+		name := string(rune('A' + i))
+		if len(opts.Names) > 0 {
+			name = opts.Names[i]
+		}
+		c := &Cluster{Name: name, ClusterID: newClusterID(), Secure: opts.Secure}
+		for j := range opts.Nodes {
+			n := &Node{ID: int32(j + 1), Port: ports[0], ControllerPort: ports[1]}
+			ports = ports[2:]
+			if opts.Secure {
+				n.SecurePort, ports = ports[0], ports[1:]
+			}
+			n.Dir = filepath.Join(dir, c.Name, "node-"+strconv.Itoa(int(n.ID)))
+			n.Command = append(append([]string{java}, opts.JVMOpts...), javaProps(libs, log4j, n.Dir)...)
+			n.Command = append(n.Command, "kafka.Kafka", propsPath(n.Dir))
+			c.Nodes = append(c.Nodes, n)
+			c.Bootstrap = append(c.Bootstrap, hostPort(n.Port))
+			if opts.Secure {
+				c.SecureBootstrap = append(c.SecureBootstrap, hostPort(n.SecurePort))
+			}
+		}
+		if opts.Secure {
+			c.CAFile = filepath.Join(dir, CAFile)
+			for _, u := range secureUsers {
+				c.Users = append(c.Users, User{Name: u.name, Password: u.name + "-" + randomHex(6), Super: u.super})
+			}
+		}
+		for _, n := range c.Nodes {
+			if err := os.MkdirAll(filepath.Join(n.Dir, "data"), 0o755); err != nil {
+				return nil, err
+			}
+			props := serverProperties(c, n, opts.Config, keystore)
+			if err := os.WriteFile(propsPath(n.Dir), []byte(props), 0o644); err != nil {
+				return nil, err
+			}
+		}
+		run.Clusters = append(run.Clusters, c)
+	}
+
+	start := time.Now()
+	if err := formatAll(ctx, run, java, opts.JVMOpts, log4j); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "kafka-local: formatted %d node(s) in %s\n", opts.Clusters*opts.Nodes, time.Since(start).Round(time.Millisecond))
+
+	ok := false
+	defer func() {
+		if !ok {
+			Down(dir, 5*time.Second)
+		}
+	}()
+	for _, c := range run.Clusters {
+		for _, n := range c.Nodes {
+			if err := launch(n, opts.DieWithParent); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := run.Save(); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	errs := make([]error, len(run.Clusters))
+	var wg sync.WaitGroup
+	for i, c := range run.Clusters {
+		wg.Go(func() { errs[i] = waitBrokers(wctx, c, c.Nodes) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "kafka-local: %d cluster(s) of %d node(s) ready in %s\n", opts.Clusters, opts.Nodes, time.Since(start).Round(time.Millisecond))
+	ok = true
+	return run, nil
+}
+
+// prepareDir makes dir an empty run folder. It refuses a folder with live
+// nodes, or a non-empty folder that is not a run folder.
+func prepareDir(dir string) (string, error) {
+	if dir == "" {
+		return "", errors.New("kafkalocal: no run folder")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		return "", err
+	}
+	if len(entries) > 0 {
+		if _, err := os.Stat(filepath.Join(dir, markFile)); err != nil {
+			return "", fmt.Errorf("kafkalocal: %s is not empty and not a kafka-local run folder", dir)
+		}
+		live, err := livePIDs(dir)
+		if err != nil {
+			return "", err
+		}
+		if len(live) > 0 {
+			return "", fmt.Errorf("kafkalocal: %d nodes still run in %s; run down first", len(live), dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return "", err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, os.WriteFile(filepath.Join(dir, markFile), nil, 0o644)
+}
+
+// formatAll runs kafka.tools.StorageTool format for every node, two at a
+// time; SCRAM credentials are written into the bootstrap metadata there.
+func formatAll(ctx context.Context, run *Run, java string, jvmOpts []string, log4j string) error {
+	type job struct {
+		c *Cluster
+		n *Node
+	}
+	var jobs []job
+	for _, c := range run.Clusters {
+		for _, n := range c.Nodes {
+			jobs = append(jobs, job{c, n})
+		}
+	}
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			args := append(append([]string{}, jvmOpts...), javaProps(run.Libs, log4j, j.n.Dir)...)
+			args = append(args, "kafka.tools.StorageTool", "format",
+				"--cluster-id", j.c.ClusterID, "--config", propsPath(j.n.Dir))
+			for _, u := range j.c.Users {
+				args = append(args, "--add-scram", fmt.Sprintf("SCRAM-SHA-512=[name=%s,password=%s]", u.Name, u.Password))
+			}
+			out, err := exec.CommandContext(ctx, java, args...).CombinedOutput()
+			if err != nil {
+				errs[i] = fmt.Errorf("kafkalocal: format %s/node-%d: %w\n%s", j.c.Name, j.n.ID, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// waitBrokers waits until the cluster's metadata lists every node in nodes
+// as a live broker. It fails early when one of their processes exits.
+func waitBrokers(ctx context.Context, c *Cluster, nodes []*Node) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap...), kgo.DialTimeout(2*time.Second), kgo.RequestRetries(0))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var last error
+	for {
+		for _, n := range nodes {
+			if !n.Alive() {
+				return fmt.Errorf("kafkalocal: cluster %s node %d (pid %d) exited; tail of %s:\n%s",
+					c.Name, n.ID, n.PID, filepath.Join(n.Dir, "server.log"), logTail(n.Dir, 40))
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		// A direct request: kadm's metadata helpers may answer from a
+		// cache that keeps an old broker list.
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		md, err := req.RequestWith(actx, cl)
+		cancel()
+		if err == nil {
+			have := map[int32]bool{}
+			for _, b := range md.Brokers {
+				have[b.NodeID] = true
+			}
+			missing := []string{}
+			for _, n := range nodes {
+				if !have[n.ID] {
+					missing = append(missing, strconv.Itoa(int(n.ID)))
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+			err = fmt.Errorf("brokers %s not registered yet", strings.Join(missing, ","))
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkalocal: cluster %s not ready: %v (last: %v); tail of %s:\n%s",
+				c.Name, ctx.Err(), last, filepath.Join(nodes[0].Dir, "server.log"), logTail(nodes[0].Dir, 40))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// serverProperties renders a node's config: combined KRaft roles, static
+// quorum, replication factors that fit the node count, small thread pools.
+func serverProperties(c *Cluster, n *Node, extra map[string]string, keystore string) string {
+	rf := min(3, len(c.Nodes))
+	minISR := min(2, rf)
+	var voters []string
+	for _, v := range c.Nodes {
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", v.ID, v.ControllerPort))
+	}
+	p := map[string]string{
+		"process.roles":                                    "broker,controller",
+		"node.id":                                          strconv.Itoa(int(n.ID)),
+		"controller.quorum.voters":                         strings.Join(voters, ","),
+		"listeners":                                        fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.Port, n.ControllerPort),
+		"advertised.listeners":                             fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
+		"controller.listener.names":                        "CONTROLLER",
+		"inter.broker.listener.name":                       "PLAINTEXT",
+		"listener.security.protocol.map":                   "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+		"log.dirs":                                         filepath.Join(n.Dir, "data"),
+		"num.partitions":                                   "1",
+		"default.replication.factor":                       strconv.Itoa(rf),
+		"offsets.topic.replication.factor":                 strconv.Itoa(rf),
+		"offsets.topic.num.partitions":                     "10",
+		"transaction.state.log.replication.factor":         strconv.Itoa(rf),
+		"transaction.state.log.min.isr":                    strconv.Itoa(minISR),
+		"transaction.state.log.num.partitions":             "10",
+		"share.coordinator.state.topic.replication.factor": strconv.Itoa(rf),
+		"share.coordinator.state.topic.min.isr":            strconv.Itoa(minISR),
+		"group.initial.rebalance.delay.ms":                 "0",
+		"num.network.threads":                              "2",
+		"num.io.threads":                                   "4",
+		"num.recovery.threads.per.data.dir":                "1",
+		"background.threads":                               "4",
+		"log.cleaner.threads":                              "1",
+		"log.cleaner.dedupe.buffer.size":                   strconv.Itoa(16 << 20),
+	}
+	if c.Secure {
+		p["listeners"] += fmt.Sprintf(",SASL_SSL://127.0.0.1:%d", n.SecurePort)
+		p["advertised.listeners"] += fmt.Sprintf(",SASL_SSL://127.0.0.1:%d", n.SecurePort)
+		p["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
+		p["sasl.enabled.mechanisms"] = "SCRAM-SHA-512,PLAIN"
+		p["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = "SCRAM-SHA-512,PLAIN"
+		p["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+		plain := "org.apache.kafka.common.security.plain.PlainLoginModule required"
+		supers := []string{"User:ANONYMOUS"} // PLAINTEXT and CONTROLLER clients
+		for _, u := range c.Users {
+			plain += fmt.Sprintf(" user_%s=%q", u.Name, u.Password)
+			if u.Super {
+				supers = append(supers, "User:"+u.Name)
+			}
+		}
+		p["listener.name.sasl_ssl.plain.sasl.jaas.config"] = plain + ";"
+		p["listener.name.sasl_ssl.ssl.keystore.type"] = "PEM"
+		p["listener.name.sasl_ssl.ssl.keystore.location"] = keystore
+		p["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+		p["super.users"] = strings.Join(supers, ";")
+		p["allow.everyone.if.no.acl.found"] = "false"
+	}
+	for k, v := range extra {
+		p[k] = v
+	}
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Written by kafka-local for cluster %s node %d.\n", c.Name, n.ID)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", k, escapeProp(p[k]))
+	}
+	return b.String()
+}
+
+// escapeProp escapes a java.util.Properties value.
+func escapeProp(v string) string {
+	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(v)
+}
+
+const log4jConfig = `# Written by kafka-local: INFO to stdout, which goes to the node's server.log.
+status = warn
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = WARN
+`
+
+// javaProps returns the -D options and classpath shared by all JVMs of a node.
+func javaProps(libs, log4j, nodeDir string) []string {
+	return []string{
+		"-Dlog4j2.configurationFile=file:" + log4j,
+		"-Dkafka.logs.dir=" + filepath.Join(nodeDir, "logs"),
+		"-cp", filepath.Join(libs, "*"),
+	}
+}
+
+func javaPath() string {
+	if h := os.Getenv("JAVA_HOME"); h != "" {
+		if p := filepath.Join(h, "bin", "java"); fileExists(p) {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("java"); err == nil {
+		return p
+	}
+	return "java"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners
+// stay open until every port is picked, so none is handed out twice.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// newClusterID returns a random Kafka UUID in its base64 text form, never
+// starting with '-' (the CLI would read it as a flag).
+func newClusterID() string {
+	for {
+		b := make([]byte, 16)
+		rand.Read(b)
+		id := base64.RawURLEncoding.EncodeToString(b)
+		if id[0] != '-' {
+			return id
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
