@@ -1,0 +1,304 @@
+// Package testkafka gives kmirror's integration tests real Apache Kafka
+// clusters on 127.0.0.1, started from the Maven-resolved Kafka jars by
+// internal/kafkalocal.
+//
+// Tests share single-node clusters through Shared, or start their own with
+// Start when they need several nodes, security, or to stop nodes. Every
+// package that uses it has
+//
+//	func TestMain(m *testing.M) { testkafka.Main(m) }
+//
+// When KMIRROR_TEST_CLUSTERS names the clusters.json of a run folder
+// (make test sets it), Shared uses those clusters instead of starting any.
+// Tests are skipped only when KMIRROR_SKIP_INTEGRATION=1; any failure to
+// get brokers fails the test.
+package testkafka
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/kafkalocal"
+)
+
+// Environment variables the harness reads.
+const (
+	// EnvClusters is the path of a run folder's clusters.json (or the
+	// folder) whose clusters Shared returns instead of starting its own.
+	EnvClusters = "KMIRROR_TEST_CLUSTERS"
+	// EnvSkip, set to 1, skips every test that needs brokers.
+	EnvSkip = "KMIRROR_SKIP_INTEGRATION"
+)
+
+// startTimeout bounds how long clusters may take to become ready.
+const startTimeout = 4 * time.Minute
+
+// Options says which dedicated clusters Start runs.
+type Options struct {
+	Clusters int               // default 1
+	Nodes    int               // per cluster; default 1
+	Secure   bool              // add the SASL_SSL listener, users and ACLs
+	Config   map[string]string // extra broker settings
+}
+
+// KafkaVersion is the Apache Kafka release the harness runs.
+func KafkaVersion() string { return kafkalocal.KafkaVersion }
+
+var shared struct {
+	mu       sync.Mutex
+	clusters []*Cluster
+	dirs     []string // run folders this process started
+	err      error
+}
+
+// Main runs the tests, then stops the shared clusters this test binary
+// started, and exits. Call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	shared.mu.Lock()
+	for _, dir := range shared.dirs {
+		if _, err := kafkalocal.Down(dir, 10*time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, "testkafka:", err)
+		}
+		if code == 0 {
+			os.RemoveAll(dir)
+		} else {
+			fmt.Fprintln(os.Stderr, "testkafka: shared cluster logs kept in", dir)
+		}
+	}
+	shared.mu.Unlock()
+	os.Exit(code)
+}
+
+// Shared returns n single-node clusters shared by all tests of the test
+// binary; tests must use unique topic and group names (see Topic). They are
+// the clusters of $KMIRROR_TEST_CLUSTERS if set, else started on first use
+// and stopped by Main. Their nodes cannot be stopped.
+func Shared(t testing.TB, n int) []*Cluster {
+	t.Helper()
+	skipIfDisabled(t)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.err != nil {
+		t.Fatalf("testkafka: shared clusters failed to start earlier: %v", shared.err)
+	}
+	if path := os.Getenv(EnvClusters); path != "" {
+		if shared.clusters == nil {
+			run, err := kafkalocal.Load(path)
+			if err != nil {
+				t.Fatalf("testkafka: %s=%s: %v", EnvClusters, path, err)
+			}
+			for _, c := range run.Clusters {
+				shared.clusters = append(shared.clusters, newCluster(run, c, true))
+			}
+		}
+		if len(shared.clusters) < n {
+			t.Fatalf("testkafka: %s describes %d clusters; this test needs %d", EnvClusters, len(shared.clusters), n)
+		}
+		return shared.clusters[:n]
+	}
+	if missing := n - len(shared.clusters); missing > 0 {
+		var names []string
+		for i := range missing {
+			names = append(names, string(rune('A'+len(shared.clusters)+i)))
+		}
+		run, err := startShared(t, names)
+		if err != nil {
+			shared.err = err
+			t.Fatalf("testkafka: start shared clusters: %v", err)
+		}
+		for _, c := range run.Clusters {
+			shared.clusters = append(shared.clusters, newCluster(run, c, true))
+		}
+	}
+	return shared.clusters[:n]
+}
+
+func startShared(t testing.TB, names []string) (*kafkalocal.Run, error) {
+	dir, err := runDir("shared")
+	if err != nil {
+		return nil, err
+	}
+	shared.dirs = append(shared.dirs, dir)
+	return up(t, kafkalocal.Options{Names: names, Nodes: 1, Dir: dir})
+}
+
+// Start starts dedicated clusters for this test and stops them at cleanup.
+// Their logs are kept when the test fails.
+func Start(t testing.TB, opts Options) []*Cluster {
+	t.Helper()
+	skipIfDisabled(t)
+	dir, err := runDir(sanitize(t.Name(), 40))
+	if err != nil {
+		t.Fatalf("testkafka: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := kafkalocal.Down(dir, 10*time.Second); err != nil {
+			t.Errorf("testkafka: stop clusters: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("testkafka: cluster logs kept in %s", dir)
+		} else {
+			os.RemoveAll(dir)
+		}
+	})
+	run, err := up(t, kafkalocal.Options{
+		Clusters: opts.Clusters, Nodes: opts.Nodes, Secure: opts.Secure, Config: opts.Config, Dir: dir,
+	})
+	if err != nil {
+		t.Fatalf("testkafka: start clusters: %v", err)
+	}
+	var cs []*Cluster
+	for _, c := range run.Clusters {
+		cs = append(cs, newCluster(run, c, false))
+	}
+	return cs
+}
+
+// up starts clusters that die with this process.
+func up(t testing.TB, opts kafkalocal.Options) (*kafkalocal.Run, error) {
+	libs, err := resolveLibs()
+	if err != nil {
+		return nil, err
+	}
+	opts.Libs = libs
+	opts.DieWithParent = true
+	opts.Timeout = startTimeout
+	opts.Log = logWriter{t}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout+time.Minute)
+	defer cancel()
+	start := time.Now()
+	run, err := kafkalocal.Up(ctx, opts)
+	if err == nil {
+		t.Logf("testkafka: %d Kafka %s cluster(s) of %d node(s) up in %s (%s)",
+			len(run.Clusters), kafkalocal.KafkaVersion, max(opts.Nodes, 1), time.Since(start).Round(time.Millisecond), run.Dir)
+	}
+	return run, err
+}
+
+// runDir makes a fresh run folder: beside $KMIRROR_TEST_CLUSTERS when set,
+// so that "kafka-local down" on that folder also stops clusters a crashed
+// test binary left behind; else under .run/testkafka in the repository.
+func runDir(prefix string) (string, error) {
+	var base string
+	if path := os.Getenv(EnvClusters); path != "" {
+		if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+			path = filepath.Dir(path)
+		}
+		base = filepath.Join(path, "tests")
+	} else {
+		root, err := kafkalocal.FindRoot()
+		if err != nil {
+			return "", err
+		}
+		base = filepath.Join(root, ".run", "testkafka")
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(base, prefix+"-")
+}
+
+var libs struct {
+	mu  sync.Mutex
+	dir string
+}
+
+// resolveLibs returns the jar folder: the one of $KMIRROR_TEST_CLUSTERS if
+// set, else the Maven cache, resolving it if needed.
+func resolveLibs() (string, error) {
+	libs.mu.Lock()
+	defer libs.mu.Unlock()
+	if libs.dir != "" {
+		return libs.dir, nil
+	}
+	if path := os.Getenv(EnvClusters); path != "" {
+		if run, err := kafkalocal.Load(path); err == nil && run.Libs != "" {
+			libs.dir = run.Libs
+			return libs.dir, nil
+		}
+	}
+	root, err := kafkalocal.FindRoot()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir, err := kafkalocal.ResolveLibs(ctx, root, os.Stderr)
+	if err != nil {
+		return "", err
+	}
+	libs.dir = dir
+	return dir, nil
+}
+
+// Libs returns the folder of the Apache Kafka jars (broker, tools,
+// MirrorMaker 2, Log4j2); the classpath is Libs(t)+"/*".
+func Libs(t testing.TB) string {
+	t.Helper()
+	skipIfDisabled(t)
+	dir, err := resolveLibs()
+	if err != nil {
+		t.Fatalf("testkafka: resolve Kafka jars: %v", err)
+	}
+	return dir
+}
+
+var topicSeq atomic.Int64
+
+// Topic returns a topic name unique across tests and runs, made of prefix,
+// the test name and a random suffix. It has no dots, so replication
+// policies never mistake part of it for a cluster alias.
+func Topic(t testing.TB, prefix string) string {
+	if prefix == "" {
+		prefix = "t"
+	}
+	return fmt.Sprintf("%s-%s-%d%s", prefix, sanitize(t.Name(), 60), topicSeq.Add(1), randomHex(3))
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+
+func sanitize(s string, n int) string {
+	s = unsafeChars.ReplaceAllString(s, "_")
+	if len(s) > n {
+		s = s[:n]
+	}
+	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+var skipNotice sync.Once
+
+func skipIfDisabled(t testing.TB) {
+	t.Helper()
+	if os.Getenv(EnvSkip) != "1" {
+		return
+	}
+	skipNotice.Do(func() {
+		fmt.Fprintf(os.Stderr, "\n!!! testkafka: %s=1 - SKIPPING every test that needs real Kafka brokers !!!\n\n", EnvSkip)
+	})
+	t.Skipf("SKIPPED: needs real Kafka brokers and %s=1", EnvSkip)
+}
+
+// logWriter sends progress lines to the test log.
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
