@@ -26,7 +26,9 @@ const (
 
 // Option configures a Client. Options apply in order, so a later option
 // overrides what an earlier one (WithProperties included) set.
-type Option func(*settings) error
+type Option struct{ apply func(*settings) error }
+
+func option(f func(*settings) error) Option { return Option{apply: f} }
 
 // settings collects the options.
 type settings struct {
@@ -39,11 +41,11 @@ type settings struct {
 // to connect to the cluster, for both metadata requests and the checkpoint
 // reader.
 func WithClientOpts(opts ...kgo.Opt) Option {
-	return func(s *settings) error {
+	return option(func(s *settings) error {
 		s.admin = append(s.admin, opts...)
 		s.consumer = append(s.consumer, opts...)
 		return nil
-	}
+	})
 }
 
 // WithSeedBrokers sets the addresses ("host:port") used to bootstrap the
@@ -61,7 +63,7 @@ func WithSeedBrokers(addrs ...string) Option {
 // override the unprefixed ones for metadata requests and the checkpoint
 // reader respectively. Keys with no effect are ignored.
 func WithProperties(props map[string]string) Option {
-	return func(s *settings) error {
+	return option(func(s *settings) error {
 		base := make(map[string]string)
 		for k, v := range props {
 			if !strings.HasPrefix(k, "admin.") && !strings.HasPrefix(k, "consumer.") && !strings.HasPrefix(k, "producer.") {
@@ -98,7 +100,7 @@ func WithProperties(props map[string]string) Option {
 			s.policy.SourceAlias = strings.TrimSpace(v)
 		}
 		return nil
-	}
+	})
 }
 
 // withPrefix returns base overlaid with the keys of props that start with
@@ -119,10 +121,10 @@ func withPrefix(base, props map[string]string, prefix string) map[string]string 
 // WithSeparator sets the separator of the default replication policy
 // (replication.policy.separator; "." when not set).
 func WithSeparator(sep string) Option {
-	return func(s *settings) error {
+	return option(func(s *settings) error {
 		s.policy.Separator, s.policy.SeparatorSet = sep, true
 		return nil
-	}
+	})
 }
 
 // WithInternalTopicSeparator says whether internal topic names such as
@@ -130,10 +132,10 @@ func WithSeparator(sep string) Option {
 // default since 3.5) or always "." (false, MM2 before 3.1).
 // It matters only with WithSeparator.
 func WithInternalTopicSeparator(enabled bool) Option {
-	return func(s *settings) error {
+	return option(func(s *settings) error {
 		s.policy.InternalSeparatorEnabled = enabled
 		return nil
-	}
+	})
 }
 
 // WithIdentityPolicy selects IdentityReplicationPolicy, under which
@@ -142,28 +144,28 @@ func WithInternalTopicSeparator(enabled bool) Option {
 // non-internal topic is then reported as remote from it. With an empty
 // sourceAlias no topic is remote.
 func WithIdentityPolicy(sourceAlias string) Option {
-	return func(s *settings) error {
+	return option(func(s *settings) error {
 		s.policy.Class = policy.IdentityClass
 		s.policy.SourceAlias = sourceAlias
 		return nil
-	}
+	})
 }
 
 // WithDefaultPolicy selects DefaultReplicationPolicy (the default), under
 // which the copy of topic t from cluster A is named "A.t".
 func WithDefaultPolicy() Option {
-	return func(s *settings) error {
+	return option(func(s *settings) error {
 		s.policy.Class = policy.DefaultClass
 		return nil
-	}
+	})
 }
 
 // WithLogger sets the logger; by default nothing is logged.
 func WithLogger(log *slog.Logger) Option {
-	return func(s *settings) error {
+	return option(func(s *settings) error {
 		s.log = log
 		return nil
-	}
+	})
 }
 
 // Client queries one cluster. It is safe for concurrent use. Close it when
@@ -183,7 +185,10 @@ type Client struct {
 func New(opts ...Option) (*Client, error) {
 	s := &settings{policy: policy.Config{InternalSeparatorEnabled: true}}
 	for _, o := range opts {
-		if err := o(s); err != nil {
+		if o.apply == nil {
+			continue
+		}
+		if err := o.apply(s); err != nil {
 			return nil, fmt.Errorf("mirrorclient: %w", err)
 		}
 	}
