@@ -1,0 +1,124 @@
+package latproxy
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// echoServer returns the address of a server that echoes every
+// connection back.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func startProxy(t *testing.T, target string, delay time.Duration) *Proxy {
+	t.Helper()
+	p, err := Start(Options{Listen: "127.0.0.1:0", Target: target, Delay: delay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// TestRoundTrip checks that a ping takes about twice the delay.
+func TestRoundTrip(t *testing.T) {
+	const delay = 15 * time.Millisecond
+	p := startProxy(t, echoServer(t), delay)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 4)
+	for i := range 5 {
+		start := time.Now()
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatal(err)
+		}
+		rtt := time.Since(start)
+		if string(buf) != "ping" {
+			t.Fatalf("got %q", buf)
+		}
+		if rtt < 2*delay || rtt > 2*delay+40*time.Millisecond {
+			t.Errorf("round trip %d took %v, want about %v", i, rtt, 2*delay)
+		}
+	}
+}
+
+// TestBandwidth checks that the delay does not cap throughput: a bulk
+// transfer through a 15 ms proxy must move far more than one buffer per
+// round trip.
+func TestBandwidth(t *testing.T) {
+	p := startProxy(t, echoServer(t), 15*time.Millisecond)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const size = 64 << 20
+	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	start := time.Now()
+	go func() { c.Write(data) }()
+	got := make([]byte, size)
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	if !bytes.Equal(got, data) {
+		t.Fatal("echoed data differs")
+	}
+	mbps := float64(size) / el.Seconds() / 1e6
+	t.Logf("64 MiB echoed through the proxy in %v (%.0f MB/s)", el, mbps)
+	// One 256 KiB read per 30 ms round trip would be about 9 MB/s.
+	if mbps < 50 {
+		t.Errorf("throughput %.0f MB/s: the proxy caps bandwidth", mbps)
+	}
+}
+
+// TestClose checks that Close ends open connections.
+func TestClose(t *testing.T) {
+	p, err := Start(Options{Listen: "127.0.0.1:0", Target: echoServer(t), Delay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("x"))
+	io.ReadFull(c, make([]byte, 1))
+	done := make(chan struct{})
+	go func() { p.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("connection still open after Close")
+	}
+}
