@@ -1,13 +1,25 @@
 // Package offsetsync decides when to publish an offset sync (upstream offset,
 // downstream offset) for a replicated partition and writes it to MM2's
 // offset-syncs topic, following MM2's emission rules.
+//
+// In exact mode (see EnableExact and docs/offset-translation.md) it also
+// publishes a sync whenever the downstream offsets jump, and copies every
+// run boundary, plus one sync per partition per IndexInterval, to
+// kmirror's offset index topic, whose delete policy keeps the history that
+// compaction removes from the offset-syncs topic.
 package offsetsync
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/wire"
@@ -21,20 +33,33 @@ type tp struct {
 // state is what MM2 keeps per partition to decide whether a sync is due.
 type state struct {
 	prevUp, prevDown, lastSyncDown int64
+	lastIndex                      time.Time // last write to the offset index
 }
 
 // observe records an acknowledged pair and reports whether MM2 would emit
 // a sync for it now.
 func (s *state) observe(up, down, lagMax int64) bool {
-	due := s.lastSyncDown == -1 || // first record since start
-		down-(s.lastSyncDown+1) >= lagMax || // translation would lag by lagMax
+	due, _ := s.observeMode(up, down, lagMax, false)
+	return due
+}
+
+// observeMode is observe with exact mode's extra rule: a downstream jump
+// (down-prevDown != 1) is due as well. boundary reports a discontinuity
+// (first record, a jump on either side, a rewind), which exact mode copies
+// to the offset index.
+func (s *state) observeMode(up, down, lagMax int64, exact bool) (due, boundary bool) {
+	boundary = s.lastSyncDown == -1 || // first record since start
 		up-s.prevUp != 1 || // upstream skipped offsets
 		down < s.prevDown // downstream went backwards
+	if exact && down-s.prevDown != 1 {
+		boundary = true // downstream jumped: a record not from this pipeline, or a retry
+	}
+	due = boundary || down-(s.lastSyncDown+1) >= lagMax // translation would lag by lagMax
 	if due {
 		s.lastSyncDown = down
 	}
 	s.prevUp, s.prevDown = up, down
-	return due
+	return due, boundary
 }
 
 // Writer publishes offset syncs for the partitions of one flow.
@@ -50,6 +75,12 @@ type Writer struct {
 	pending map[tp]wire.OffsetSync // due now
 	order   []tp                   // pending in arrival order
 	delayed map[tp]wire.OffsetSync // newest sync that was not due
+
+	exact    bool
+	indexCl  *kgo.Client
+	index    string
+	indexDue []wire.OffsetSync // to copy to the index at the next send
+	now      func() time.Time
 }
 
 // New returns a Writer producing to topic (partition 0) through cl, which
@@ -67,6 +98,47 @@ func New(cl *kgo.Client, topic string, lagMax int64, log *slog.Logger, failed fu
 		states:  make(map[tp]*state),
 		pending: make(map[tp]wire.OffsetSync),
 		delayed: make(map[tp]wire.OffsetSync),
+		now:     time.Now,
+	}
+}
+
+// IndexInterval is how often a partition without discontinuities gets an
+// entry in the offset index.
+const IndexInterval = time.Minute
+
+// DefaultIndexRetention is the retention.ms of a new offset index topic.
+const DefaultIndexRetention = 7 * 24 * time.Hour
+
+// IndexTopic names the offset index of the flow from source: it lives on
+// the flow's target cluster.
+func IndexTopic(source string) string { return "kmirror-offset-index." + source + ".internal" }
+
+// EnableExact switches w to exact mode before its first Acked: a downstream
+// jump is a due sync, and run boundaries go to the offset index topic too,
+// through indexCl (which may be w's own client, or nil for no index).
+func (w *Writer) EnableExact(indexCl *kgo.Client, indexTopic string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.exact, w.indexCl, w.index = true, indexCl, indexTopic
+}
+
+// CreateIndexTopic creates the offset index topic (one partition, delete
+// policy, the given retention) unless it exists. rfKey names the setting rf
+// came from, for the error message.
+func CreateIndexTopic(ctx context.Context, adm *kadm.Client, topic string, rf int16, rfKey string, retention time.Duration) error {
+	del := "delete"
+	ms := strconv.FormatInt(retention.Milliseconds(), 10)
+	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": &del, "retention.ms": &ms}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case err == nil, errors.Is(err, kerr.TopicAlreadyExists):
+		return nil
+	case errors.Is(err, kerr.InvalidReplicationFactor):
+		return fmt.Errorf("creating %s with replication factor %d (key %s): %w", topic, rf, rfKey, err)
+	default:
+		return fmt.Errorf("creating %s: %w", topic, err)
 	}
 }
 
@@ -81,8 +153,9 @@ func (w *Writer) Acked(topic string, partition int32, up, down int64) {
 		s = &state{prevUp: -1, prevDown: -1, lastSyncDown: -1}
 		w.states[k] = s
 	}
-	due := s.observe(up, down, w.lagMax)
+	due, boundary := s.observeMode(up, down, w.lagMax, w.exact)
 	sync := wire.OffsetSync{Topic: topic, Partition: partition, UpstreamOffset: up, DownstreamOffset: down}
+	w.indexLocked(s, sync, boundary)
 	if due {
 		delete(w.delayed, k)
 		if _, ok := w.pending[k]; !ok {
@@ -108,11 +181,18 @@ func (w *Writer) Flush(ctx context.Context) error {
 			w.order = append(w.order, k)
 		}
 		w.pending[k] = s
-		w.states[k].lastSyncDown = s.DownstreamOffset
+		st := w.states[k]
+		st.lastSyncDown = s.DownstreamOffset
+		w.indexLocked(st, s, false)
 	}
 	clear(w.delayed)
 	w.mu.Unlock()
 	w.send()
+	if w.indexCl != nil && w.indexCl != w.cl {
+		if err := w.indexCl.Flush(ctx); err != nil {
+			return err
+		}
+	}
 	return w.cl.Flush(ctx)
 }
 
@@ -126,8 +206,28 @@ func (w *Writer) Forget(topic string, partition int32) {
 	w.mu.Unlock()
 }
 
+// indexLocked queues sync for the offset index if it is a run boundary or
+// the partition had no index entry for IndexInterval.
+func (w *Writer) indexLocked(s *state, sync wire.OffsetSync, boundary bool) {
+	if w.indexCl == nil {
+		return
+	}
+	now := w.now()
+	if boundary || now.Sub(s.lastIndex) >= IndexInterval {
+		s.lastIndex = now
+		w.indexDue = append(w.indexDue, sync)
+	}
+}
+
 func (w *Writer) send() {
 	w.mu.Lock()
+	var idx []*kgo.Record
+	for _, s := range w.indexDue {
+		if key, value, err := wire.Encode(s); err == nil {
+			idx = append(idx, &kgo.Record{Topic: w.index, Partition: 0, Key: key, Value: value})
+		}
+	}
+	w.indexDue = w.indexDue[:0]
 	recs := make([]*kgo.Record, 0, len(w.order))
 	for _, k := range w.order {
 		key, value, err := wire.Encode(w.pending[k])
@@ -140,6 +240,16 @@ func (w *Writer) send() {
 	clear(w.pending)
 	w.order = w.order[:0]
 	w.mu.Unlock()
+	for _, r := range idx {
+		w.indexCl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+			if err != nil {
+				w.log.Warn("offset index entry not written", "topic", w.index, "err", err)
+				if w.failed != nil {
+					w.failed()
+				}
+			}
+		})
+	}
 	for _, r := range recs {
 		w.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 			if err != nil {

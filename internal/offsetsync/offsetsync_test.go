@@ -29,3 +29,33 @@ func TestObserve(t *testing.T) {
 		})
 	}
 }
+
+func TestObserveExact(t *testing.T) {
+	type step struct {
+		up, down      int64
+		due, boundary bool
+	}
+	tests := []struct {
+		name   string
+		lagMax int64
+		steps  []step
+	}{
+		{"contiguous is quiet", 100, []step{{0, 0, true, true}, {1, 1, false, false}, {2, 2, false, false}}},
+		{"downstream jump is a boundary", 100, []step{{0, 0, true, true}, {1, 1, false, false}, {2, 5, true, true}, {3, 6, false, false}}},
+		{"upstream skip is a boundary", 100, []step{{0, 0, true, true}, {2, 1, true, true}, {3, 2, false, false}}},
+		{"both sides jump", 100, []step{{0, 0, true, true}, {3, 4, true, true}}},
+		{"rewind after restart", 100, []step{{10, 10, true, true}, {11, 11, false, false}, {5, 12, true, true}}},
+		{"lag sync is no boundary", 2, []step{{0, 0, true, true}, {1, 1, false, false}, {2, 2, false, false}, {3, 3, true, false}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &state{prevUp: -1, prevDown: -1, lastSyncDown: -1}
+			for i, st := range tt.steps {
+				due, boundary := s.observeMode(st.up, st.down, tt.lagMax, true)
+				if due != st.due || boundary != st.boundary {
+					t.Errorf("step %d (%d->%d): due %v boundary %v, want %v %v", i, st.up, st.down, due, boundary, st.due, st.boundary)
+				}
+			}
+		})
+	}
+}
