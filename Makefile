@@ -1,0 +1,50 @@
+# kmirror: build, test and demo. See README.md and docs/testing.md.
+SHELL := /bin/bash
+GO ?= go
+# Run folder of the two shared Kafka clusters that "make test" starts.
+TEST_RUN_DIR ?= $(CURDIR)/.run/test
+TEST_TIMEOUT ?= 30m
+# Extra go test flags, e.g. TEST_FLAGS='-run TestRoundTrip -v'.
+TEST_FLAGS ?=
+PKGS ?= ./...
+
+.PHONY: build test fmt-check vet demo clean distclean
+
+build:
+	$(GO) build -o bin/kmirror ./cmd/kmirror
+
+fmt-check:
+	@files="$$(gofmt -l .)"; if [ -n "$$files" ]; then \
+		echo "gofmt needed on:"; echo "$$files"; exit 1; fi
+
+vet:
+	$(GO) vet $(PKGS)
+
+# Unit and integration tests. Integration tests run on real Kafka brokers:
+# two single-node clusters shared through KMIRROR_TEST_CLUSTERS, torn down
+# whatever happens (tests that need more start their own).
+test: fmt-check vet
+	@if [ "$${KMIRROR_SKIP_INTEGRATION:-}" = 1 ]; then \
+		echo "!!! KMIRROR_SKIP_INTEGRATION=1: integration tests will be SKIPPED !!!"; \
+		exec $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS); \
+	fi; \
+	trap 'scripts/kafka-local down --dir "$(TEST_RUN_DIR)"' EXIT; \
+	scripts/kafka-local down --dir "$(TEST_RUN_DIR)" >/dev/null; \
+	scripts/kafka-local up --clusters 2 --nodes 1 --dir "$(TEST_RUN_DIR)" || exit 1; \
+	start=$$(date +%s); \
+	KMIRROR_TEST_CLUSTERS="$(TEST_RUN_DIR)/clusters.json" \
+		$(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS); rc=$$?; \
+	echo "go test took $$(( $$(date +%s) - start ))s"; exit $$rc
+
+# Demo on local clusters; scripts/demo holds the steps.
+demo:
+	scripts/demo
+
+# Stops every node started under .run, then removes build and run output.
+# The Kafka jars in .cache stay; distclean removes them too.
+clean:
+	@if [ -d .run ]; then scripts/kafka-local down --dir .run; fi
+	rm -rf bin .run
+
+distclean: clean
+	rm -rf .cache
