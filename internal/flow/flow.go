@@ -211,6 +211,10 @@ func (f *Flow) Run(ctx context.Context) error {
 				return err
 			}
 		}
+		if len(add) > 0 {
+			// Remote partitions may be new: let the producer see them.
+			producer.ForceMetadataRefresh()
+		}
 		rep.Assign(add)
 		return nil
 	}

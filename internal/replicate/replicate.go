@@ -67,6 +67,7 @@ type Replicator struct {
 	mu       sync.Mutex
 	parts    map[progress.TP]*partition
 	restarts []*partition // failed partitions, handled by the poll loop
+	wake     func()       // ends the poll in progress, so restarts are seen
 }
 
 // New returns a Replicator; call Run to start it.
@@ -240,7 +241,16 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 	defer pcancel()
 	for ctx.Err() == nil {
 		r.handleRestarts(ctx)
-		fs := r.cfg.Source.PollRecords(ctx, 10000)
+		poll, wake := context.WithCancel(ctx)
+		r.mu.Lock()
+		r.wake = wake
+		pending := len(r.restarts) > 0
+		r.mu.Unlock()
+		if pending {
+			wake()
+		}
+		fs := r.cfg.Source.PollRecords(poll, 10000)
+		wake()
 		if fs.IsClientClosed() {
 			break
 		}
@@ -359,7 +369,11 @@ func (r *Replicator) acked(pd *pending, out *kgo.Record, err error) {
 		if first {
 			r.mu.Lock()
 			r.restarts = append(r.restarts, p)
+			wake := r.wake
 			r.mu.Unlock()
+			if wake != nil {
+				wake()
+			}
 		}
 		return
 	}
@@ -429,6 +443,8 @@ func (r *Replicator) restart(ctx context.Context, p *partition) {
 		return
 	}
 	r.cfg.Log.Warn("partition restarting after a produce error", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", from, "err", err)
+	// The error may come from stale metadata, e.g. partitions just added.
+	r.cfg.Target.ForceMetadataRefresh()
 	select {
 	case <-ctx.Done():
 		return
