@@ -29,6 +29,10 @@ import (
 // every second so that a crash re-copies at most about a second of data.
 const DefaultFlushInterval = time.Second
 
+// CommitRecords is how many acknowledged records make progress be saved
+// before the flush interval is up.
+const CommitRecords = 5000
+
 // Options tune a flow beyond its configuration.
 type Options struct {
 	// AddOrigin writes the provenance header; see replicate.OriginHeader.
@@ -227,7 +231,16 @@ func (f *Flow) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.every(loops, flushInterval(c), func() {
+		// Progress is saved every interval, and sooner once CommitRecords
+		// records were acknowledged, which bounds the records copied
+		// twice after a crash even while a backlog streams through.
+		interval := flushInterval(c)
+		last := time.Now()
+		f.every(loops, min(interval, 50*time.Millisecond), func() {
+			if time.Since(last) < interval && rep.AckedSinceCommit() < CommitRecords {
+				return
+			}
+			last = time.Now()
 			if err := rep.Commit(loops); err != nil && loops.Err() == nil {
 				f.log.Warn("saving progress failed; retrying at the next interval", "err", err)
 			}

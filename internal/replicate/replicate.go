@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,6 +69,8 @@ type Replicator struct {
 	parts    map[progress.TP]*partition
 	restarts []*partition // failed partitions, handled by the poll loop
 	wake     func()       // ends the poll in progress, so restarts are seen
+
+	ackedSince atomic.Int64 // records acknowledged since the last Commit
 }
 
 // New returns a Replicator; call Run to start it.
@@ -219,9 +222,14 @@ func (r *Replicator) Positions() map[progress.TP]int64 {
 	return out
 }
 
+// AckedSinceCommit returns how many records the target acknowledged since
+// the last Commit began.
+func (r *Replicator) AckedSinceCommit() int64 { return r.ackedSince.Load() }
+
 // Commit saves the progress of every partition and publishes the offset
 // syncs that were held back.
 func (r *Replicator) Commit(ctx context.Context) error {
+	r.ackedSince.Store(0)
 	if err := r.cfg.Progress.Save(ctx, r.Positions()); err != nil {
 		return err
 	}
@@ -384,6 +392,7 @@ func (r *Replicator) acked(pd *pending, out *kgo.Record, err error) {
 	}
 	p.done = max(p.done, pd.src, pd.advanceTo)
 	p.mu.Unlock()
+	r.ackedSince.Add(1)
 	p.recordCount.Inc()
 	p.latency.Set(float64(time.Since(pd.ts).Milliseconds()))
 	if r.cfg.Syncs != nil {
