@@ -119,3 +119,39 @@ func TestResumeFromMM2(t *testing.T) {
 		t.Errorf("target has %d records, want %d + %d duplicates", len(got), len(want), dups)
 	}
 }
+
+// TestMM2ResumesFromKmirror is the reverse switch: kmirror runs a flow and
+// stops; Apache MM2 on the same file continues from kmirror's progress.
+func TestMM2ResumesFromKmirror(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "tomm2")
+	a.CreateTopic(t, topic, 2, nil)
+	produceN(t, a, topic, 2, 200, "kmirror")
+
+	src, dst := alias(t, "src"), alias(t, "dst")
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
+		src+"->"+dst+".topics = "+topic,
+		dst+".offset.flush.interval.ms = 1000",
+		"sync.topic.acls.enabled = false",
+		"emit.checkpoints.enabled = false",
+		"emit.heartbeats.enabled = false",
+		"offset-syncs.topic.location = target"))
+	remote := src + "." + topic
+	p := startKmirror(t, cfg)
+	waitFor(t, 60*time.Second, "kmirror to copy 200 records", func() bool { return countOrZero(t, b, remote) == 200 })
+	p.stop()
+	if saved := savedProgress(t, b, src); saved[0] != 99 || saved[1] != 99 {
+		t.Fatalf("kmirror saved progress %v, want 99 for both partitions", saved)
+	}
+
+	produceN(t, a, topic, 2, 100, "mm2")
+	want := a.ReadAll(t, topic)
+	mm2 := startMM2(t, cfg, dst)
+	waitFor(t, 180*time.Second, "MM2 to copy the rest", func() bool { return hasAllKeys(t, b, remote, want) })
+	mm2.stopJava()
+	got := b.ReadAll(t, remote)
+	if dups := checkNoLoss(t, want, got); dups != 0 {
+		t.Errorf("MM2 re-copied %d records that kmirror had saved as done", dups)
+	}
+}
