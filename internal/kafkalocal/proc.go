@@ -18,7 +18,7 @@ import (
 
 // DefaultStopTimeout is how long a node gets to exit after SIGTERM before
 // it is sent SIGKILL.
-const DefaultStopTimeout = 20 * time.Second
+const DefaultStopTimeout = 10 * time.Second
 
 // startProcess starts argv with stdout and stderr appended to logPath. The
 // process gets its own session so it outlives the caller, unless

@@ -267,53 +267,64 @@ func formatAll(ctx context.Context, run *Run, java string, jvmOpts []string, log
 	return errors.Join(errs...)
 }
 
-// waitBrokers waits until the cluster's metadata lists every node in nodes
-// as a live broker. It fails early when one of their processes exits.
+// waitBrokers waits until each node in nodes answers a Metadata request on
+// its own PLAINTEXT port listing every node of the cluster as a live
+// broker. Asking the node itself matters after a restart: the others keep
+// listing a killed broker until its session times out. It fails early when
+// one of the processes exits.
 func waitBrokers(ctx context.Context, c *Cluster, nodes []*Node) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap...), kgo.DialTimeout(2*time.Second), kgo.RequestRetries(0))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	var last error
-	for {
-		for _, n := range nodes {
+	for _, n := range nodes {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(hostPort(n.Port)), kgo.DialTimeout(2*time.Second), kgo.RequestRetries(0))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		seed := cl.SeedBrokers()[0]
+		for {
 			if !n.Alive() {
 				return fmt.Errorf("kafkalocal: cluster %s node %d (pid %d) exited; tail of %s:\n%s",
 					c.Name, n.ID, n.PID, filepath.Join(n.Dir, "server.log"), logTail(n.Dir, 40))
 			}
-		}
-		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		// A direct request: kadm's metadata helpers may answer from a
-		// cache that keeps an old broker list.
-		req := kmsg.NewPtrMetadataRequest()
-		req.Topics = []kmsg.MetadataRequestTopic{}
-		md, err := req.RequestWith(actx, cl)
-		cancel()
-		if err == nil {
-			have := map[int32]bool{}
-			for _, b := range md.Brokers {
-				have[b.NodeID] = true
+			if last = brokersListed(ctx, seed, c); last == nil {
+				break
 			}
-			missing := []string{}
-			for _, n := range nodes {
-				if !have[n.ID] {
-					missing = append(missing, strconv.Itoa(int(n.ID)))
-				}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kafkalocal: cluster %s node %d not ready: %v (last: %v); tail of %s:\n%s",
+					c.Name, n.ID, ctx.Err(), last, filepath.Join(n.Dir, "server.log"), logTail(n.Dir, 40))
+			case <-time.After(200 * time.Millisecond):
 			}
-			if len(missing) == 0 {
-				return nil
-			}
-			err = fmt.Errorf("brokers %s not registered yet", strings.Join(missing, ","))
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("kafkalocal: cluster %s not ready: %v (last: %v); tail of %s:\n%s",
-				c.Name, ctx.Err(), last, filepath.Join(nodes[0].Dir, "server.log"), logTail(nodes[0].Dir, 40))
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	return nil
+}
+
+// brokersListed asks one broker for metadata and checks that it lists all
+// nodes of c.
+func brokersListed(ctx context.Context, b *kgo.Broker, c *Cluster) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	resp, err := b.Request(ctx, req)
+	if err != nil {
+		return err
+	}
+	have := map[int32]bool{}
+	for _, br := range resp.(*kmsg.MetadataResponse).Brokers {
+		have[br.NodeID] = true
+	}
+	var missing []string
+	for _, n := range c.Nodes {
+		if !have[n.ID] {
+			missing = append(missing, strconv.Itoa(int(n.ID)))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("brokers %s not live yet", strings.Join(missing, ","))
+	}
+	return nil
 }
 
 // serverProperties renders a node's config: combined KRaft roles, static
