@@ -43,6 +43,22 @@ func (s *state) observe(up, down, lagMax int64) bool {
 	return due
 }
 
+// Rule is the emission rule of one partition, for tools and tests that
+// simulate the writer.
+type Rule struct{ s state }
+
+// NewRule returns the rule of a partition whose writer starts now.
+func NewRule() *Rule { return &Rule{state{prevUp: -1, prevDown: -1, lastSyncDown: -1}} }
+
+// Observe reports whether the pair (up, down) is a due sync, and whether it
+// is a run boundary (exact mode copies those to the offset index).
+func (r *Rule) Observe(up, down, lagMax int64, exact bool) (due, boundary bool) {
+	return r.s.observeMode(up, down, lagMax, exact)
+}
+
+// Flushed records that a flush published the last pair.
+func (r *Rule) Flushed() { r.s.lastSyncDown = r.s.prevDown }
+
 // observeMode is observe with exact mode's extra rule: a downstream jump
 // (down-prevDown != 1) is due as well. boundary reports a discontinuity
 // (first record, a jump on either side, a rewind), which exact mode copies
