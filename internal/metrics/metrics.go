@@ -22,6 +22,9 @@ type Metrics struct {
 	PartitionErrors    *prometheus.CounterVec
 	OffsetSyncFailures *prometheus.CounterVec
 	CorruptRecords     *prometheus.CounterVec
+
+	CheckpointLatencyMs *prometheus.GaugeVec
+	GroupOffsetsSynced  *prometheus.CounterVec
 }
 
 var partLabels = []string{"source", "target", "topic", "partition"}
@@ -65,7 +68,16 @@ func New() *Metrics {
 		Name: "kmirror_internal_records_skipped_total",
 		Help: "Records of internal topics skipped because they could not be decoded.",
 	}, []string{"cluster", "topic"})
+	m.CheckpointLatencyMs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kafka_connect_mirror_checkpoint_connector_checkpoint_latency_ms",
+		Help: "Time from computing a checkpoint to its acknowledgement by the target, in milliseconds.",
+	}, []string{"source", "target", "group", "topic", "partition"})
+	m.GroupOffsetsSynced = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kmirror_group_offsets_synced_total",
+		Help: "Partition offsets committed into consumer groups of the target (sync.group.offsets.enabled).",
+	}, []string{"source", "target", "group"})
 	m.Registry.MustRegister(m.RecordCount, m.ByteCount, m.RecordAgeMs, m.ReplicationLatencyMs,
-		m.RecordsLost, m.RecordsLooped, m.PartitionErrors, m.OffsetSyncFailures, m.CorruptRecords)
+		m.RecordsLost, m.RecordsLooped, m.PartitionErrors, m.OffsetSyncFailures, m.CorruptRecords,
+		m.CheckpointLatencyMs, m.GroupOffsetsSynced)
 	return m
 }

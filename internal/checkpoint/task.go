@@ -1,0 +1,614 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/clients"
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/offsetsync"
+	"github.com/kmirror/kmirror/internal/policy"
+	"github.com/kmirror/kmirror/internal/readlog"
+	"github.com/kmirror/kmirror/internal/wire"
+)
+
+// kmirror-only settings read from the flow.
+const (
+	KeyMode           = "kmirror.offset.translation"
+	KeyIndexRetention = "kmirror.offset.index.retention.ms"
+	KeyMaxSyncs       = "kmirror.offset.translation.max.syncs.per.partition"
+)
+
+// Settings are the translation settings of a flow.
+type Settings struct {
+	Mode           Mode
+	IndexTopic     string // "" in mm2 mode
+	IndexRetention time.Duration
+	MaxSyncs       int
+}
+
+// FlowSettings reads the kmirror.offset.* settings of f.
+func FlowSettings(f *config.Flow) (Settings, error) {
+	s := Settings{IndexRetention: offsetsync.DefaultIndexRetention, MaxSyncs: DefaultMaxSyncs}
+	m, ok := ParseMode(f.Settings[KeyMode])
+	if !ok {
+		return s, fmt.Errorf("flow %s: %s must be exact or mm2, not %q", f.Name(), KeyMode, f.Settings[KeyMode])
+	}
+	s.Mode = m
+	if m == Exact {
+		s.IndexTopic = offsetsync.IndexTopic(f.Source)
+	}
+	if v := f.Settings[KeyIndexRetention]; v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < -1 || ms == 0 {
+			return s, fmt.Errorf("flow %s: %s must be a positive number of milliseconds or -1", f.Name(), KeyIndexRetention)
+		}
+		s.IndexRetention = time.Duration(ms) * time.Millisecond
+	}
+	if v := f.Settings[KeyMaxSyncs]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 4 {
+			return s, fmt.Errorf("flow %s: %s must be a number of at least 4", f.Name(), KeyMaxSyncs)
+		}
+		s.MaxSyncs = n
+	}
+	return s, nil
+}
+
+// SetupWriter prepares the flow's offset-sync writer for the translation
+// mode: in exact mode it creates the offset index topic on the target
+// (through tgtAdm) and switches w to exact mode, writing index entries
+// through indexCl, a producer on the target that is not the replication
+// producer (w's own client when the offset-syncs topic is on the target).
+// In mm2 mode it does nothing.
+func SetupWriter(ctx context.Context, f *config.Flow, w *offsetsync.Writer, tgtAdm *kadm.Client, indexCl *kgo.Client) error {
+	s, err := FlowSettings(f)
+	if err != nil || s.Mode != Exact {
+		return err
+	}
+	if err := offsetsync.CreateIndexTopic(ctx, tgtAdm, s.IndexTopic, f.OffsetSyncsTopicReplicationFactor,
+		"offset-syncs.topic.replication.factor", s.IndexRetention); err != nil {
+		return fmt.Errorf("flow %s: %w", f.Name(), err)
+	}
+	w.EnableExact(indexCl, s.IndexTopic)
+	return nil
+}
+
+// Config configures a Task.
+type Config struct {
+	Flow    *config.Flow
+	Metrics *metrics.Metrics // nil: a private registry
+	Log     *slog.Logger     // nil: slog.Default
+}
+
+// Task runs the checkpoint side of one flow.
+type Task struct {
+	cfg      *config.Flow
+	set      Settings
+	pol      policy.Policy
+	topics   *policy.Filter
+	groups   *policy.Filter
+	m        *metrics.Metrics
+	log      *slog.Logger
+	store    *Store
+	cpTopic  string
+	syncs    string
+	syncConn []kgo.Opt // cluster holding the offset-syncs topic
+	tgtConn  []kgo.Opt
+
+	srcAdm, tgtAdm *kadm.Client
+	producer       *kgo.Client
+	closers        []func()
+
+	mu     sync.Mutex
+	last   map[string]map[cpKey]wire.Checkpoint // CheckpointStore: group -> partition -> last
+	listed []string                             // groups found at the last refresh
+}
+
+type cpKey struct {
+	topic     string
+	partition int32
+}
+
+// New builds a Task and its clients; Run starts it.
+func New(c Config) (*Task, error) {
+	f := c.Flow
+	t := &Task{cfg: f, m: c.Metrics, log: c.Log, last: make(map[string]map[cpKey]wire.Checkpoint)}
+	if t.m == nil {
+		t.m = metrics.New()
+	}
+	if t.log == nil {
+		t.log = slog.Default()
+	}
+	t.log = t.log.With("flow", f.Name(), "task", "checkpoint")
+	var err error
+	if t.set, err = FlowSettings(f); err != nil {
+		return nil, err
+	}
+	if t.pol, err = f.Policy(); err != nil {
+		return nil, err
+	}
+	if t.topics, err = f.TopicFilter(); err != nil {
+		return nil, err
+	}
+	if t.groups, err = f.GroupFilter(); err != nil {
+		return nil, err
+	}
+	if t.syncs, err = f.OffsetSyncsTopic(); err != nil {
+		return nil, err
+	}
+	t.cpTopic = t.pol.CheckpointsTopic(f.Source)
+	t.store = NewStore(t.set.Mode, t.set.MaxSyncs)
+
+	syncProps := f.TargetConsumer
+	if f.OffsetSyncsTopicLocation == "source" {
+		syncProps = f.SourceConsumer
+	}
+	if t.syncConn, err = t.conn("offset-syncs-consumer", clients.Consumer, syncProps); err != nil {
+		return nil, err
+	}
+	if t.tgtConn, err = t.conn("checkpoint-target-consumer", clients.Consumer, f.TargetConsumer); err != nil {
+		return nil, err
+	}
+	srcAdm, err := t.client("checkpoint-source-admin", clients.Admin, f.SourceAdmin)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	tgtAdm, err := t.client("checkpoint-target-admin", clients.Admin, f.TargetAdmin)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.srcAdm, t.tgtAdm = kadm.NewClient(srcAdm), kadm.NewClient(tgtAdm)
+	t.producer, err = t.client("checkpoint-producer", clients.Producer, f.TargetProducer,
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Task) conn(role string, kind clients.Role, props map[string]string) ([]kgo.Opt, error) {
+	opts, err := clients.RoleOptions(kind, props)
+	if err != nil {
+		return nil, fmt.Errorf("flow %s, %s client: %w", t.cfg.Name(), role, err)
+	}
+	id := t.cfg.Name() + "|kmirror|" + role
+	if v := props["client.id"]; v != "" {
+		id = v + "|" + id
+	}
+	return append(opts, kgo.ClientID(id)), nil
+}
+
+func (t *Task) client(role string, kind clients.Role, props map[string]string, extra ...kgo.Opt) (*kgo.Client, error) {
+	opts, err := t.conn(role, kind, props)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("flow %s, %s client: %w", t.cfg.Name(), role, err)
+	}
+	t.closers = append(t.closers, cl.Close)
+	return cl, nil
+}
+
+// Close releases the clients; Run calls it when it returns.
+func (t *Task) Close() {
+	for i := len(t.closers) - 1; i >= 0; i-- {
+		t.closers[i]()
+	}
+	t.closers = nil
+}
+
+// Store returns the task's offset-sync store.
+func (t *Task) Store() *Store { return t.store }
+
+// Run creates the checkpoints topic, loads the last checkpoints, follows
+// the offset syncs, and emits checkpoints (and syncs group offsets) at the
+// configured intervals until ctx ends. It returns an error only when the
+// task cannot start.
+func (t *Task) Run(ctx context.Context) error {
+	defer t.Close()
+	f := t.cfg
+	if err := createCompacted(ctx, t.tgtAdm, t.cpTopic, f.CheckpointsTopicReplicationFactor, "checkpoints.topic.replication.factor"); err != nil {
+		return fmt.Errorf("flow %s: %w", f.Name(), err)
+	}
+	if err := t.loadCheckpoints(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		t.log.Warn("could not read the checkpoints topic; monotonicity starts afresh", "topic", t.cpTopic, "err", err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := t.followSyncs(ctx, false); err != nil && ctx.Err() == nil {
+			t.log.Error("following offset syncs stopped", "topic", t.syncs, "err", err)
+		}
+	}()
+
+	t.refreshGroups(ctx)
+	emit := ticker(f.EmitCheckpointsEnabled, f.EmitCheckpointsInterval)
+	refresh := ticker(f.RefreshGroupsEnabled, f.RefreshGroupsInterval)
+	syncGroups := ticker(f.SyncGroupOffsetsEnabled, f.SyncGroupOffsetsInterval)
+	defer emit.Stop()
+	defer refresh.Stop()
+	defer syncGroups.Stop()
+	t.log.Info("checkpoint task started", "mode", t.set.Mode, "checkpoints", t.cpTopic, "offset_syncs", t.syncs)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-refresh.C:
+			t.refreshGroups(ctx)
+		case <-emit.C:
+			if t.store.Ready() {
+				t.EmitOnce(ctx)
+			}
+		case <-syncGroups.C:
+			if t.store.Ready() {
+				t.SyncGroupsOnce(ctx)
+			}
+		}
+	}
+}
+
+// ticker returns a ticker for an enabled interval, else one that never
+// fires.
+func ticker(enabled bool, d time.Duration) *time.Ticker {
+	if !enabled || d <= 0 {
+		tk := time.NewTicker(time.Hour)
+		tk.Stop()
+		return tk
+	}
+	return time.NewTicker(d)
+}
+
+// createCompacted creates a single-partition compacted topic unless it
+// exists.
+func createCompacted(ctx context.Context, adm *kadm.Client, topic string, rf int16, rfKey string) error {
+	compact := "compact"
+	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": &compact}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case err == nil, errors.Is(err, kerr.TopicAlreadyExists):
+		return nil
+	case errors.Is(err, kerr.InvalidReplicationFactor):
+		return fmt.Errorf("creating %s with replication factor %d (key %s): %w", topic, rf, rfKey, err)
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+		return nil // MM2 goes on too; writing will tell
+	default:
+		return fmt.Errorf("creating %s: %w", topic, err)
+	}
+}
+
+// skipper decodes records of an internal topic, warning about and
+// counting the ones it cannot read.
+func skipper[T any](t *Task, cluster string, decode func(k, v []byte) (T, error)) *wire.Skipper[T] {
+	return &wire.Skipper[T]{Decode: decode, OnSkip: func(e *wire.DecodeError) {
+		t.log.Warn("skipping a record that is not in MM2's format", "record", e.Error())
+		t.m.CorruptRecords.WithLabelValues(cluster, e.Topic).Inc()
+	}}
+}
+
+// loadCheckpoints reads the checkpoints topic (MM2's CheckpointStore).
+func (t *Task) loadCheckpoints(ctx context.Context) error {
+	sk := skipper(t, t.cfg.Target, wire.DecodeCheckpoint)
+	last := make(map[string]map[cpKey]wire.Checkpoint)
+	err := readlog.ToEnd(ctx, t.tgtConn, t.cpTopic, func(r *kgo.Record) {
+		if r.Partition != 0 {
+			return
+		}
+		c, ok := sk.Record(r)
+		if !ok {
+			return
+		}
+		if last[c.Group] == nil {
+			last[c.Group] = make(map[cpKey]wire.Checkpoint)
+		}
+		last[c.Group][cpKey{c.Topic, c.Partition}] = c
+	})
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.last = last
+	t.mu.Unlock()
+	return nil
+}
+
+// followSyncs fills the store: in exact mode from the offset index first,
+// then from the offset-syncs topic, read from its start. It marks the store
+// ready once the syncs topic is read to the end it had at start, then
+// follows it until ctx ends, or returns then when once is set.
+func (t *Task) followSyncs(ctx context.Context, once bool) error {
+	indexed := make(map[cpKey]bool)
+	if t.set.IndexTopic != "" {
+		sk := skipper(t, t.cfg.Target, wire.DecodeOffsetSync)
+		err := readlog.ToEnd(ctx, t.tgtConn, t.set.IndexTopic, func(r *kgo.Record) {
+			if s, ok := sk.Record(r); ok && s.UpstreamOffset >= 0 && s.DownstreamOffset >= 0 {
+				t.store.Apply(s)
+				indexed[cpKey{s.Topic, s.Partition}] = true
+			}
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			t.log.Warn("offset index not read; history is what the offset-syncs topic kept", "topic", t.set.IndexTopic, "err", err)
+		}
+	}
+	end, err := t.syncsEnd(ctx)
+	if err != nil {
+		return err
+	}
+	// Syncs of indexed partitions read before the end: only the newest
+	// counts, since the index already holds their history in order.
+	latest := make(map[cpKey]wire.OffsetSync)
+	ready := func() {
+		keys := make([]cpKey, 0, len(latest))
+		for k := range latest {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			return keys[i].topic < keys[j].topic || keys[i].topic == keys[j].topic && keys[i].partition < keys[j].partition
+		})
+		for _, k := range keys {
+			t.store.Apply(latest[k])
+		}
+		latest = nil
+		t.store.SetReady()
+	}
+	if end == 0 {
+		ready()
+		if once {
+			return nil
+		}
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t.syncs: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	}, t.syncConn...)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	sk := skipper(t, t.syncCluster(), wire.DecodeOffsetSync)
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		fs.EachError(func(_ string, _ int32, err error) {
+			t.log.Warn("reading offset syncs", "topic", t.syncs, "err", err)
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			s, ok := wire.OffsetSync{}, false
+			if !r.Attrs.IsControl() {
+				s, ok = sk.Record(r)
+			}
+			if ok {
+				k := cpKey{s.Topic, s.Partition}
+				if latest != nil && indexed[k] {
+					latest[k] = s
+				} else {
+					t.store.Apply(s)
+				}
+			}
+			if latest != nil && r.Offset >= end-1 {
+				ready()
+			}
+		})
+		if once && latest == nil {
+			return nil
+		}
+	}
+}
+
+func (t *Task) syncCluster() string {
+	if t.cfg.OffsetSyncsTopicLocation == "source" {
+		return t.cfg.Source
+	}
+	return t.cfg.Target
+}
+
+// syncsEnd returns the last stable offset of the offset-syncs topic
+// (0 if the topic does not exist yet).
+func (t *Task) syncsEnd(ctx context.Context) (int64, error) {
+	cl, err := kgo.NewClient(t.syncConn...)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for {
+		ends, err := adm.ListCommittedOffsets(ctx, t.syncs)
+		if err == nil {
+			if o, ok := ends.Lookup(t.syncs, 0); ok {
+				if o.Err == nil {
+					return o.Offset, nil
+				}
+				err = o.Err
+			} else {
+				return 0, nil
+			}
+		}
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return 0, nil
+		}
+		t.log.Warn("listing the end of the offset-syncs topic; retrying", "topic", t.syncs, "err", err)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// refreshGroups lists the source's consumer groups that pass the group
+// filter.
+func (t *Task) refreshGroups(ctx context.Context) {
+	listed, err := t.srcAdm.ListGroups(ctx)
+	if err != nil && len(listed) == 0 {
+		t.log.Warn("listing consumer groups on the source failed", "err", err)
+		return
+	}
+	var gs []string
+	for _, g := range listed.Sorted() {
+		if g.GroupType == "share" || g.GroupType == "streams" || (g.ProtocolType != "" && g.ProtocolType != "consumer") {
+			continue
+		}
+		if t.groups.Match(g.Group) {
+			gs = append(gs, g.Group)
+		}
+	}
+	t.mu.Lock()
+	t.listed = gs
+	t.mu.Unlock()
+}
+
+// rename names a source topic on the target, as MM2's checkpoint task
+// does: a topic that came from the target gets its original name back.
+func (t *Task) rename(topic string) string {
+	if src, ok := t.pol.TopicSource(topic); ok && src == t.cfg.Target {
+		return t.pol.OriginalTopic(topic)
+	}
+	return t.pol.FormatRemoteTopic(t.cfg.Source, topic)
+}
+
+// translateGroup turns a group's committed source offsets into checkpoints.
+func (t *Task) translateGroup(group string, offs kadm.OffsetResponses) []wire.Checkpoint {
+	var out []wire.Checkpoint
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Err != nil || o.At < 0 || !t.topics.Match(o.Topic) {
+			return
+		}
+		down, ok := t.store.Translate(o.Topic, o.Partition, o.At)
+		if !ok || down < 0 {
+			return
+		}
+		out = append(out, wire.Checkpoint{Group: group, Topic: t.rename(o.Topic), Partition: o.Partition,
+			UpstreamOffset: o.At, DownstreamOffset: down, Metadata: o.Metadata})
+	})
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Topic < out[j].Topic || out[i].Topic == out[j].Topic && out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// newer is MM2's rule for emitting a checkpoint over the last one: a first
+// checkpoint, an upstream rewind, or a downstream advance.
+func newer(c wire.Checkpoint, last wire.Checkpoint, had bool) bool {
+	return !had || c.UpstreamOffset < last.UpstreamOffset || c.DownstreamOffset > last.DownstreamOffset
+}
+
+// EmitOnce computes and writes the checkpoints of every listed group.
+func (t *Task) EmitOnce(ctx context.Context) {
+	t.mu.Lock()
+	groups := append([]string(nil), t.listed...)
+	t.mu.Unlock()
+	if len(groups) == 0 {
+		return
+	}
+	fetched := t.srcAdm.FetchManyOffsets(ctx, groups...)
+	for _, g := range groups {
+		r, ok := fetched[g]
+		if !ok {
+			continue
+		}
+		if r.Err != nil {
+			t.log.Warn("fetching committed offsets on the source failed", "group", g, "err", r.Err)
+			continue
+		}
+		t0 := time.Now()
+		var recs []*kgo.Record
+		var cps []wire.Checkpoint
+		t.mu.Lock()
+		last := t.last[g]
+		for _, c := range t.translateGroup(g, r.Fetched) {
+			prev, had := last[cpKey{c.Topic, c.Partition}]
+			if !newer(c, prev, had) {
+				continue
+			}
+			key, value, err := wire.Encode(c)
+			if err != nil {
+				continue
+			}
+			cps = append(cps, c)
+			recs = append(recs, &kgo.Record{Topic: t.cpTopic, Partition: 0, Key: key, Value: value, Timestamp: t0})
+		}
+		t.mu.Unlock()
+		if len(recs) == 0 {
+			continue
+		}
+		if err := t.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.log.Warn("writing checkpoints failed; retrying at the next interval", "group", g, "err", err)
+			continue
+		}
+		ms := float64(time.Since(t0).Milliseconds())
+		t.mu.Lock()
+		if t.last[g] == nil {
+			t.last[g] = make(map[cpKey]wire.Checkpoint)
+		}
+		for _, c := range cps {
+			t.last[g][cpKey{c.Topic, c.Partition}] = c
+			t.m.CheckpointLatencyMs.WithLabelValues(t.cfg.Source, t.cfg.Target, g, c.Topic, strconv.Itoa(int(c.Partition))).Set(ms)
+		}
+		t.mu.Unlock()
+	}
+}
+
+// Checkpoints returns the last checkpoint of every partition of group.
+func (t *Task) Checkpoints(group string) []wire.Checkpoint {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []wire.Checkpoint
+	for _, c := range t.last[group] {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Topic < out[j].Topic || out[i].Topic == out[j].Topic && out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// Translate reads the flow's offset syncs once and translates the offsets
+// group has committed on the source into checkpoints for the target
+// (downstream topic names). It is what `kmirror offsets` prints.
+func Translate(ctx context.Context, f *config.Flow, group string, log *slog.Logger) ([]wire.Checkpoint, error) {
+	t, err := New(Config{Flow: f, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	if err := t.followSyncs(ctx, true); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	offs, err := t.srcAdm.FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, fmt.Errorf("fetching offsets of group %s on %s: %w", group, f.Source, err)
+	}
+	return t.translateGroup(group, offs), nil
+}
