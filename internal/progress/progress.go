@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -154,13 +155,27 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, o Options) (int32, error
 		}
 		return 0, fmt.Errorf("creating progress topic %s: %w", o.Topic, err)
 	}
-	td, err := adm.ListTopics(ctx, o.Topic)
-	if err != nil {
-		return 0, fmt.Errorf("describing progress topic %s: %w", o.Topic, err)
+	if err == nil && resp.NumPartitions > 0 {
+		return resp.NumPartitions, nil
 	}
-	d, ok := td[o.Topic]
-	if !ok || d.Err != nil || len(d.Partitions) == 0 {
-		return 0, fmt.Errorf("describing progress topic %s: %v", o.Topic, d.Err)
+	// The topic exists; a topic created a moment ago may not be in the
+	// metadata of every broker yet.
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		td, err := adm.ListTopics(ctx, o.Topic)
+		if err != nil {
+			return 0, fmt.Errorf("describing progress topic %s: %w", o.Topic, err)
+		}
+		d := td[o.Topic]
+		if d.Err == nil && len(d.Partitions) > 0 {
+			return int32(len(d.Partitions)), nil
+		}
+		if wait > 5*time.Second {
+			return 0, fmt.Errorf("describing progress topic %s: %v", o.Topic, d.Err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(wait):
+		}
 	}
-	return int32(len(d.Partitions)), nil
 }
