@@ -1,0 +1,267 @@
+package checkpoint
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/policy"
+	"github.com/kmirror/kmirror/internal/wire"
+)
+
+func TestNewer(t *testing.T) {
+	last := wire.Checkpoint{UpstreamOffset: 100, DownstreamOffset: 90}
+	tests := []struct {
+		name     string
+		up, down int64
+		had      bool
+		want     bool
+	}{
+		{"first", 5, 5, false, true},
+		{"same", 100, 90, true, false},
+		{"downstream advances", 110, 95, true, true},
+		{"upstream advances, downstream not", 110, 90, true, false},
+		{"upstream rewind", 50, 40, true, true},
+		{"downstream rewind alone", 100, 80, true, false},
+	}
+	for _, tt := range tests {
+		c := wire.Checkpoint{UpstreamOffset: tt.up, DownstreamOffset: tt.down}
+		if got := newer(c, last, tt.had); got != tt.want {
+			t.Errorf("%s: newer = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestPlanCommit(t *testing.T) {
+	cps := []wire.Checkpoint{
+		{Group: "g", Topic: "A.t", Partition: 0, DownstreamOffset: 10},
+		{Group: "g", Topic: "A.t", Partition: 1, DownstreamOffset: 20},
+		{Group: "g", Topic: "A.t", Partition: 2, DownstreamOffset: 30},
+	}
+	tests := []struct {
+		name string
+		g    targetGroup
+		want []int32 // partitions written
+	}{
+		{"missing group gets everything", targetGroup{}, []int32{0, 1, 2}},
+		{"active group gets nothing", targetGroup{exists: true, active: true}, nil},
+		{"idle group advances only", targetGroup{exists: true, offs: map[cpKey]int64{
+			{"A.t", 0}: 15, // ahead of the checkpoint: never rewound
+			{"A.t", 1}: 20, // equal: nothing to do
+			{"A.t", 2}: 5,
+		}}, []int32{2}},
+		{"idle group without offsets", targetGroup{exists: true}, []int32{0, 1, 2}},
+	}
+	for _, tt := range tests {
+		var got []int32
+		for _, c := range planCommit(tt.g, cps) {
+			got = append(got, c.Partition)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: wrote %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// testFlow returns an A->B flow over the given bootstrap addresses.
+func testFlow(src, dst []string, mode string) *config.Flow {
+	props := func(addrs []string) map[string]string {
+		return map[string]string{"bootstrap.servers": strings.Join(addrs, ",")}
+	}
+	return &config.Flow{
+		Source: "A", Target: "B", Enabled: true,
+		Settings:                          map[string]string{KeyMode: mode},
+		Topics:                            policy.DefaultTopics,
+		TopicsExclude:                     policy.DefaultTopicsExclude,
+		Groups:                            policy.DefaultGroups,
+		GroupsExclude:                     policy.DefaultGroupsExclude,
+		InternalSeparatorEnabled:          true,
+		OffsetSyncsTopicLocation:          "target",
+		CheckpointsTopicReplicationFactor: 1,
+		OffsetSyncsTopicReplicationFactor: 1,
+		EmitOffsetSyncsEnabled:            true,
+		EmitCheckpointsEnabled:            true,
+		EmitCheckpointsInterval:           100 * time.Millisecond,
+		RefreshGroupsEnabled:              true,
+		RefreshGroupsInterval:             100 * time.Millisecond,
+		SyncGroupOffsetsEnabled:           true,
+		SyncGroupOffsetsInterval:          100 * time.Millisecond,
+		SourceAdmin:                       props(src),
+		SourceConsumer:                    props(src),
+		TargetAdmin:                       props(dst),
+		TargetConsumer:                    props(dst),
+		TargetProducer:                    props(dst),
+	}
+}
+
+func newFake(t *testing.T) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return c, cl
+}
+
+func produce(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
+	t.Helper()
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func syncRec(topic string, s wire.OffsetSync) *kgo.Record {
+	k, v, _ := wire.Encode(s)
+	return &kgo.Record{Topic: topic, Partition: 0, Key: k, Value: v}
+}
+
+func readCheckpoints(t *testing.T, cl *kgo.Client, topic string) map[string]wire.Checkpoint {
+	t.Helper()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]wire.Checkpoint{}
+	o, _ := ends.Lookup(topic, 0)
+	if o.Offset <= 0 {
+		return out
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(cl.OptValue(kgo.SeedBrokers).([]string)...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for n := int64(0); n < o.Offset; {
+		fs := rd.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("timeout reading checkpoints")
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			if c, err := wire.DecodeCheckpoint(r.Key, r.Value); err == nil {
+				out[c.Group+"/"+c.Topic] = c
+			}
+		})
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, fn func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !fn() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTaskKfake runs the task against two fake clusters: syncs, a corrupt
+// record and a foreign one in the syncs topic, a group on the source.
+func TestTaskKfake(t *testing.T) {
+	for _, mode := range []string{"exact", "mm2"} {
+		t.Run(mode, func(t *testing.T) {
+			src, srcCl := newFake(t)
+			dst, dstCl := newFake(t)
+			f := testFlow(src.ListenAddrs(), dst.ListenAddrs(), mode)
+			syncs, _ := f.OffsetSyncsTopic()
+			ctx := context.Background()
+			dadm := kadm.NewClient(dstCl)
+			if _, err := dadm.CreateTopic(ctx, 1, 1, nil, syncs); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := dadm.CreateTopic(ctx, 1, 1, nil, "A.t"); err != nil {
+				t.Fatal(err)
+			}
+			// A corrupt checkpoint already in the checkpoints topic.
+			if _, err := dadm.CreateTopic(ctx, 1, 1, nil, "A.checkpoints.internal"); err != nil {
+				t.Fatal(err)
+			}
+			produce(t, dstCl, &kgo.Record{Topic: "A.checkpoints.internal", Partition: 0, Key: []byte{0xff}, Value: []byte("x")})
+			// Syncs: t-0 copied 0..99 -> 0..99 with a transaction
+			// marker at 50 (51 -> 50), plus junk.
+			produce(t, dstCl,
+				syncRec(syncs, wire.OffsetSync{Topic: "t", UpstreamOffset: 0, DownstreamOffset: 0}),
+				&kgo.Record{Topic: syncs, Partition: 0, Key: []byte("garbage"), Value: nil},
+				syncRec(syncs, wire.OffsetSync{Topic: "t", UpstreamOffset: 51, DownstreamOffset: 50}),
+				syncRec(syncs, wire.OffsetSync{Topic: "t", UpstreamOffset: 100, DownstreamOffset: 99}),
+			)
+			sadm := kadm.NewClient(srcCl)
+			if _, err := sadm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+				t.Fatal(err)
+			}
+			commit := func(g string, at int64) {
+				o := make(kadm.Offsets)
+				o.Add(kadm.Offset{Topic: "t", Partition: 0, At: at, LeaderEpoch: -1, Metadata: "m"})
+				if _, err := sadm.CommitOffsets(ctx, g, o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			commit("mid", 30)
+			commit("marker", 51) // committed right after the marker
+			commit("head", 101)
+
+			m := metrics.New()
+			task, err := New(Config{Flow: f, Metrics: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- task.Run(rctx) }()
+			want := map[string]int64{"mid/A.t": 30, "marker/A.t": 50, "head/A.t": 100}
+			if mode == "mm2" {
+				want["mid/A.t"] = 1
+			}
+			var got map[string]wire.Checkpoint
+			waitFor(t, "checkpoints", func() bool {
+				got = readCheckpoints(t, dstCl, "A.checkpoints.internal")
+				return len(got) == 3
+			})
+			for k, w := range want {
+				if got[k].DownstreamOffset != w || got[k].Metadata != "m" {
+					t.Errorf("%s: checkpoint %+v, want downstream %d", k, got[k], w)
+				}
+			}
+			// Group offsets synced into the (missing) target groups.
+			waitFor(t, "group offsets on the target", func() bool {
+				o, err := dadm.FetchOffsets(ctx, "head")
+				if err != nil {
+					return false
+				}
+				r, ok := o.Lookup("A.t", 0)
+				return ok && r.At == 100
+			})
+			if n := testutil.ToFloat64(m.CorruptRecords.WithLabelValues("B", syncs)); n != 1 {
+				t.Errorf("corrupt offset syncs counted %v, want 1", n)
+			}
+			if n := testutil.ToFloat64(m.CorruptRecords.WithLabelValues("B", "A.checkpoints.internal")); n != 1 {
+				t.Errorf("corrupt checkpoints counted %v, want 1", n)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
