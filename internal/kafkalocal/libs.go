@@ -134,6 +134,14 @@ func ResolveLibs(ctx context.Context, root string, log io.Writer) (string, error
 	if err := os.Rename(tmp, libs); err != nil {
 		return "", err
 	}
+	if err := os.Chmod(libs, 0o755); err != nil {
+		return "", err
+	}
+	// CDS archives of the old jars would be rejected by every JVM.
+	old, _ := filepath.Glob(filepath.Join(base, filepath.Base(libs)+".cds-*.jsa"))
+	for _, f := range old {
+		os.Remove(f)
+	}
 	return libs, os.WriteFile(stampFile, []byte(stamp+"\n"), 0o644)
 }
 

@@ -45,6 +45,9 @@ type Options struct {
 	Libs    string            // folder of jars (ResolveLibs)
 	Config  map[string]string // extra server.properties entries, override the defaults
 	JVMOpts []string          // default DefaultJVMOpts
+	// NoCDS turns off the class data sharing archive that speeds up JVM
+	// starts (see cds.go).
+	NoCDS bool
 	// DieWithParent makes the kernel kill the nodes when the calling
 	// process exits (test binaries); otherwise they outlive it.
 	DieWithParent bool
@@ -119,6 +122,9 @@ func Up(ctx context.Context, opts Options) (*Run, error) {
 		}
 	}
 	java := javaPath()
+	if !opts.NoCDS {
+		opts.JVMOpts = append(ensureCDS(ctx, java, libs, opts.JVMOpts, log), opts.JVMOpts...)
+	}
 	for i := range opts.Clusters {
 		name := string(rune('A' + i))
 		if len(opts.Names) > 0 {
