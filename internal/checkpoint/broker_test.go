@@ -14,6 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/wire"
 )
 
 func TestMain(m *testing.M) { testkafka.Main(m) }
@@ -198,4 +199,59 @@ func TestBrokersFailover(t *testing.T) {
 		})
 	}
 	fmt.Fprintf(os.Stderr, "re-read records: %v\n", results)
+}
+
+// TestBrokersGroupSync: an idle (missing) group is written, groups with an
+// active member (classic and KIP-848) are not, and a group whose own
+// members committed further is never moved back.
+func TestBrokersGroupSync(t *testing.T) {
+	cl := testkafka.Shared(t, 2)
+	a, b := cl[0], cl[1]
+	topic := testkafka.Topic(t, "gs")
+	remote := "A." + topic
+	b.CreateTopic(t, remote, 1, nil)
+	ctx := context.Background()
+	f := testFlow(a.Bootstrap, b.Bootstrap, "exact")
+	task, err := New(Config{Flow: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.Close()
+	g := func(s string) string { return topic + "-" + s }
+	for name, down := range map[string]int64{"idle": 10, "classic": 20, "kip848": 30, "ahead": 40} {
+		task.last[g(name)] = map[cpKey]wire.Checkpoint{{remote, 0}: {Group: g(name), Topic: remote, DownstreamOffset: down, Metadata: "md"}}
+	}
+	tadm := b.Admin(t)
+	o := make(kadm.Offsets)
+	o.Add(kadm.Offset{Topic: remote, Partition: 0, At: 55, LeaderEpoch: -1})
+	if _, err := tadm.CommitOffsets(ctx, g("ahead"), o); err != nil {
+		t.Fatal(err)
+	}
+	member := func(group string, opts ...kgo.Opt) {
+		c := b.Client(t, append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(remote), kgo.DisableAutoCommit()}, opts...)...)
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		c.PollFetches(pctx) // joins the group
+	}
+	member(g("classic"))
+	member(g("kip848"), kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
+	waitFor(t, "members on B", func() bool {
+		d, err := task.describeTarget(ctx, []string{g("classic"), g("kip848")})
+		return err == nil && d[g("classic")].active && d[g("kip848")].active
+	})
+	task.SyncGroupsOnce(ctx)
+	want := map[string]int64{"idle": 10, "classic": -1, "kip848": -1, "ahead": 55}
+	for name, w := range want {
+		offs, err := tadm.FetchOffsets(ctx, g(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := int64(-1)
+		if r, ok := offs.Lookup(remote, 0); ok {
+			got = r.At
+		}
+		if got != w {
+			t.Errorf("group %s on B at %d, want %d", name, got, w)
+		}
+	}
 }
