@@ -1,8 +1,9 @@
 # kmirror: build, test and demo. See README.md and docs/testing.md.
 SHELL := /bin/bash
 GO ?= go
-# Run folder of the two shared Kafka clusters that "make test" starts.
-TEST_RUN_DIR ?= $(CURDIR)/.run/test
+# Run folder of the two shared Kafka clusters that "make test" starts;
+# by default one per invocation, so concurrent runs do not share brokers.
+TEST_RUN_DIR ?=
 TEST_TIMEOUT ?= 30m
 # Extra go test flags, e.g. TEST_FLAGS='-run TestRoundTrip -v'.
 TEST_FLAGS ?=
@@ -28,11 +29,13 @@ test: fmt-check vet
 		echo "!!! KMIRROR_SKIP_INTEGRATION=1: integration tests will be SKIPPED !!!"; \
 		exec $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS); \
 	fi; \
-	trap 'scripts/kafka-local down --dir "$(TEST_RUN_DIR)"' EXIT; \
-	scripts/kafka-local down --dir "$(TEST_RUN_DIR)" >/dev/null; \
-	scripts/kafka-local up --clusters 2 --nodes 1 --dir "$(TEST_RUN_DIR)" || exit 1; \
+	dir="$(TEST_RUN_DIR)"; dir="$${dir:-$(CURDIR)/.run/test-$$$$}"; rc=1; \
+	trap 'scripts/kafka-local down --dir "$$dir"; \
+		if [ $$rc = 0 ]; then rm -rf "$$dir"; else echo "broker logs kept in $$dir"; fi' EXIT; \
+	scripts/kafka-local down --dir "$$dir" >/dev/null; \
+	scripts/kafka-local up --clusters 2 --nodes 1 --dir "$$dir" || exit 1; \
 	start=$$(date +%s); \
-	KMIRROR_TEST_CLUSTERS="$(TEST_RUN_DIR)/clusters.json" \
+	KMIRROR_TEST_CLUSTERS="$$dir/clusters.json" \
 		$(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS); rc=$$?; \
 	echo "go test took $$(( $$(date +%s) - start ))s"; exit $$rc
 
