@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -37,6 +38,29 @@ func TestBrokerVersion(t *testing.T) {
 	t.Logf("cluster %s runs Apache Kafka %s (%s); franz-go guesses %s from ApiVersions",
 		c.Name, testkafka.KafkaVersion(), filepath.Base(jars[0]),
 		kversion.FromApiVersionsResponse(resp).VersionGuess())
+}
+
+// TestBrokerLogs guards the pom: without an SLF4J binding that matches
+// the resolved slf4j-api, brokers log nothing.
+func TestBrokerLogs(t *testing.T) {
+	t.Parallel()
+	libs := testkafka.Libs(t)
+	api, _ := filepath.Glob(filepath.Join(libs, "slf4j-api-*.jar"))
+	binding := "log4j-slf4j2-impl-*.jar"
+	if len(api) == 1 && strings.HasPrefix(filepath.Base(api[0]), "slf4j-api-1.") {
+		binding = "log4j-slf4j-impl-*.jar"
+	}
+	if m, _ := filepath.Glob(filepath.Join(libs, binding)); len(api) != 1 || len(m) != 1 {
+		t.Fatalf("slf4j-api %v needs exactly one %s in %s", api, binding, libs)
+	}
+	c := testkafka.Shared(t, 1)[0]
+	log, err := os.ReadFile(filepath.Join(c.Info().Nodes[0].Dir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Kafka version: " + testkafka.KafkaVersion(); !strings.Contains(string(log), want) {
+		t.Fatalf("broker log lacks %q", want)
+	}
 }
 
 func TestRoundTrip(t *testing.T) {
