@@ -180,6 +180,8 @@ func mm2Config(src, dst string, a, b *testkafka.Cluster, extra ...string) string
 		"status.storage.replication.factor = 1",
 		"config.storage.replication.factor = 1",
 		"refresh.topics.interval.seconds = 2",
+		// Tests share clusters: other tests' heartbeat topics stay theirs.
+		"heartbeats.replication.enabled = false",
 	}
 	return strings.Join(append(lines, extra...), "\n") + "\n"
 }

@@ -95,6 +95,10 @@ type partition struct {
 	failed   error    // set on the first produce error of a generation
 	stopped  bool     // a fatal error stopped the partition
 	reset    bool     // the source log restarted: save done even when it is -1
+	// Records up to carefulUntil go out one at a time, to find which
+	// record of a batch the target refused as too large.
+	carefulUntil  int64
+	failedCareful bool // the failed record went out alone
 }
 
 // pending is one record in flight.
@@ -104,6 +108,7 @@ type pending struct {
 	src       int64
 	advanceTo int64 // skipped source offsets that complete with this record
 	ts        time.Time
+	careful   bool // sent alone, see partition.carefulUntil
 }
 
 // Assign starts replicating ps from their saved progress (or the log start,
@@ -141,13 +146,14 @@ func (r *Replicator) newPartition(a Partition) *partition {
 	m := r.cfg.Metrics
 	l := prometheus.Labels{"source": r.cfg.SourceAlias, "target": r.cfg.TargetAlias, "topic": a.Remote, "partition": strconv.Itoa(int(a.TP.Partition))}
 	return &partition{
-		tp:          a.TP,
-		remote:      a.Remote,
-		done:        -1,
-		recordCount: m.RecordCount.With(l),
-		byteCount:   m.ByteCount.With(l),
-		recordAge:   m.RecordAgeMs.With(l),
-		latency:     m.ReplicationLatencyMs.With(l),
+		tp:           a.TP,
+		remote:       a.Remote,
+		done:         -1,
+		carefulUntil: -1,
+		recordCount:  m.RecordCount.With(l),
+		byteCount:    m.ByteCount.With(l),
+		recordAge:    m.RecordAgeMs.With(l),
+		latency:      m.ReplicationLatencyMs.With(l),
 	}
 }
 
@@ -338,10 +344,17 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 		}
 		p.inflight++
 		p.last = pd
+		pd.careful = rec.Offset <= p.carefulUntil
 		p.mu.Unlock()
 		p.byteCount.Add(float64(len(rec.Value)))
 		p.recordAge.Set(float64(now.Sub(rec.Timestamp).Milliseconds()))
-		r.cfg.Target.Produce(ctx, out, func(out *kgo.Record, err error) { r.acked(pd, out, err) })
+		if !pd.careful {
+			r.cfg.Target.Produce(ctx, out, func(out *kgo.Record, err error) { r.acked(pd, out, err) })
+			continue
+		}
+		sent := make(chan struct{})
+		r.cfg.Target.Produce(ctx, out, func(out *kgo.Record, err error) { r.acked(pd, out, err); close(sent) })
+		<-sent
 	}
 }
 
@@ -371,6 +384,7 @@ func (r *Replicator) acked(pd *pending, out *kgo.Record, err error) {
 	if err != nil {
 		first := p.failed == nil
 		if first {
+			p.failedCareful = pd.careful
 			p.failed = fmt.Errorf("producing source offset %d of %s to %s partition %d: %w", pd.src, p.tp, p.remote, out.Partition, err)
 		}
 		p.mu.Unlock()
@@ -438,6 +452,13 @@ func (r *Replicator) restart(ctx context.Context, p *partition) {
 	p.mu.Lock()
 	err := p.failed
 	isFatal := fatal(err)
+	if errors.Is(err, kerr.MessageTooLarge) && !p.failedCareful {
+		// The target refused a whole batch: send what was fetched one
+		// record at a time to copy the records before the large one and
+		// stop exactly at it.
+		isFatal = false
+		p.carefulUntil = p.next - 1
+	}
 	p.gen++
 	p.last = nil
 	p.failed = nil
