@@ -1,0 +1,141 @@
+// Command kbench benchmarks kmirror against Apache MirrorMaker 2 on two
+// local Kafka clusters and writes docs/benchmarks.md with a PNG chart.
+//
+//	kbench run [--quick] [--runs N] [--workloads a,b] [--no-limit] [--out DIR] [--docs]
+//	kbench report RESULTS.json [--docs DIR]
+//
+// bench/run is a thin wrapper; see docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kmirror/kmirror/bench/harness"
+	"github.com/kmirror/kmirror/internal/kafkalocal"
+)
+
+const usage = `kbench: kmirror vs Apache MirrorMaker 2 on local Kafka clusters
+
+Usage:
+  kbench run [flags]            run the benchmark; results in --out/results.json
+  kbench report RESULTS.json    (re)write the report from saved results
+
+Run flags:
+  --quick             a few seconds per run (CI smoke test)
+  --runs N            rounds per workload (default 3)
+  --workloads LIST    comma-separated: small,kb,wan,zstd,keys-headers (default all)
+  --replicators LIST  kmirror,mm2 (default both)
+  --no-limit          skip the ProducerPerformance limit runs
+  --tasks-max N       tasks.max in mm2.properties (default 4)
+  --out DIR           results folder (default bench/results/<time>)
+  --docs DIR          also write benchmarks.md and benchmarks.png into DIR
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root, err := kafkalocal.FindRoot()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("kbench "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	docs := fs.String("docs", "", "write benchmarks.md and benchmarks.png into this folder")
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "run":
+		quick := fs.Bool("quick", false, "small record counts")
+		runs := fs.Int("runs", 3, "rounds per workload")
+		wls := fs.String("workloads", "", "comma-separated workloads")
+		repls := fs.String("replicators", "", "comma-separated replicators")
+		noLimit := fs.Bool("no-limit", false, "skip the ProducerPerformance limit")
+		tasks := fs.Int("tasks-max", 4, "tasks.max in mm2.properties")
+		out := fs.String("out", "", "results folder")
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		if *out == "" {
+			*out = filepath.Join(root, "bench", "results", time.Now().Format("20060102-150405"))
+		}
+		cfg := harness.Config{
+			Root: root, Dir: *out, Workloads: split(*wls), Replicators: split(*repls),
+			Runs: *runs, Quick: *quick, Limit: !*noLimit, TasksMax: *tasks, Log: stderr,
+		}
+		res, err := harness.Run(ctx, cfg)
+		if res != nil && *docs != "" {
+			if werr := harness.WriteReport(res, *docs, readAnalysis(root)); werr != nil {
+				fmt.Fprintln(stderr, "kbench: report:", werr)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "kbench:", err)
+			return 1
+		}
+		fmt.Fprint(stdout, harness.Table(res))
+		fmt.Fprintf(stdout, "\nresults in %s\n", filepath.Join(*out, "results.json"))
+		return 0
+	case "report":
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		if fs.NArg() != 1 {
+			fmt.Fprintln(stderr, "kbench report: want RESULTS.json")
+			return 2
+		}
+		res, err := harness.LoadResults(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintln(stderr, "kbench:", err)
+			return 1
+		}
+		if *docs != "" {
+			if err := harness.WriteReport(res, *docs, readAnalysis(root)); err != nil {
+				fmt.Fprintln(stderr, "kbench:", err)
+				return 1
+			}
+		}
+		fmt.Fprint(stdout, harness.Table(res))
+		return 0
+	}
+	fmt.Fprintf(stderr, "kbench: unknown command %q\n%s", cmd, usage)
+	return 2
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readAnalysis returns the hand-written analysis for the report, if any.
+func readAnalysis(root string) string {
+	b, err := os.ReadFile(filepath.Join(root, harness.AnalysisFile))
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}

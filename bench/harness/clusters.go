@@ -1,0 +1,144 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kmirror/kmirror/bench/latproxy"
+	"github.com/kmirror/kmirror/internal/kafkalocal"
+)
+
+// BrokerJVMOpts are the JVM options of the benchmark's brokers: those of
+// Kafka's kafka-server-start.sh and kafka-run-class.sh, not kafkalocal's
+// small start-up-friendly defaults.
+var BrokerJVMOpts = []string{
+	"-Xms1g", "-Xmx1g",
+	"-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+	"-XX:+ExplicitGCInvokesConcurrent", "-XX:+ExitOnOutOfMemoryError",
+	"-Djava.awt.headless=true",
+}
+
+// Clusters are the source and target clusters of a benchmark, each one
+// node, and the delaying proxy in front of the source.
+type Clusters struct {
+	Run    *kafkalocal.Run
+	Source string // bootstrap of the source, direct
+	Target string // bootstrap of the target, direct
+	// Delayed is the bootstrap of the source through the proxy. The
+	// source broker has a second listener, WAN, whose advertised address
+	// is the proxy, so clients that bootstrap here stay behind it.
+	Delayed string
+	proxy   *latproxy.Proxy
+}
+
+// StartClusters brings up clusters "src" and "dst" in dir, adds the WAN
+// listener to the source broker (a restart: KRaft brokers cannot change
+// advertised.listeners dynamically) and starts a proxy that delays each
+// direction by delay.
+func StartClusters(ctx context.Context, dir, libs string, delay time.Duration, log io.Writer) (*Clusters, error) {
+	run, err := kafkalocal.Up(ctx, kafkalocal.Options{
+		Names: []string{"src", "dst"}, Nodes: 1, Dir: dir, Libs: libs,
+		JVMOpts: BrokerJVMOpts, DieWithParent: true, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &Clusters{Run: run}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Stop()
+		}
+	}()
+	src, dst := run.Cluster("src"), run.Cluster("dst")
+	c.Source, c.Target = strings.Join(src.Bootstrap, ","), strings.Join(dst.Bootstrap, ",")
+
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	wan, proxyPort := ports[0], ports[1]
+	n := src.Nodes[0]
+	extra := fmt.Sprintf("\n# Added by kbench: a listener reached through a delaying proxy.\n"+
+		"listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d,WAN://127.0.0.1:%d\n"+
+		"advertised.listeners=PLAINTEXT://127.0.0.1:%d,WAN://127.0.0.1:%d\n"+
+		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,WAN:PLAINTEXT\n",
+		n.Port, n.ControllerPort, wan, n.Port, proxyPort)
+	if err := run.StopNode("src", n.ID, false, 30*time.Second); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(n.Dir, "server.properties"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	_, err = f.WriteString(extra)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := run.StartNode(sctx, "src", n.ID, true); err != nil {
+		return nil, err
+	}
+	c.proxy, err = latproxy.Start(latproxy.Options{
+		Listen: "127.0.0.1:" + strconv.Itoa(proxyPort),
+		Target: "127.0.0.1:" + strconv.Itoa(wan),
+		Delay:  delay,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.Delayed = c.proxy.Addr()
+	ok = true
+	return c, nil
+}
+
+// SourceFor is the source bootstrap a replicator uses for w.
+func (c *Clusters) SourceFor(w Workload) string {
+	if w.Delay > 0 {
+		return c.Delayed
+	}
+	return c.Source
+}
+
+// Stop stops the proxy and every broker.
+func (c *Clusters) Stop() {
+	if c.proxy != nil {
+		c.proxy.Close()
+	}
+	kafkalocal.Down(c.Run.Dir, 30*time.Second)
+}
+
+// BrokerPIDs are the process ids of the source and target brokers.
+func (c *Clusters) BrokerPIDs() (src, dst int) {
+	return c.Run.Cluster("src").Nodes[0].PID, c.Run.Cluster("dst").Nodes[0].PID
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,414 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// What a run measures.
+const (
+	Kmirror = "kmirror" // bin/kmirror run
+	MM2     = "mm2"     // org.apache.kafka.connect.mirror.MirrorMaker
+	Limit   = "limit"   // ProducerPerformance straight to the target
+)
+
+// MM2JVMOpts are those of Kafka's connect-mirror-maker.sh.
+var MM2JVMOpts = []string{"-Xms256m", "-Xmx2g"}
+
+// Result is one measured run.
+type Result struct {
+	Workload   string `json:"workload"`
+	Replicator string `json:"replicator"` // kmirror, mm2 or limit
+	Round      int    `json:"round"`
+	Records    int64  `json:"records"`
+	Bytes      int64  `json:"bytes"` // payload bytes: keys, values, headers
+	// StartupSeconds is from process start to the first record on the
+	// target; it is not part of Seconds.
+	StartupSeconds float64 `json:"startup_seconds"`
+	// Seconds is from the first record on the target to the last.
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"` // 10^6 bytes of payload per second
+	// CPUSeconds is user+system CPU of the process (and its children)
+	// within Seconds; CPUTotal is from process start to the last record.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	CPUTotal   float64 `json:"cpu_total"`
+	PeakRSS    int64   `json:"peak_rss_bytes"` // VmHWM at the last record
+	Error      string  `json:"error,omitempty"`
+}
+
+// CPUPerGB is CPU seconds in the window per 10^9 payload bytes.
+func (r Result) CPUPerGB() float64 {
+	if r.Bytes == 0 {
+		return 0
+	}
+	return r.CPUSeconds / (float64(r.Bytes) / 1e9)
+}
+
+// Env is what every run shares.
+type Env struct {
+	Clusters *Clusters
+	Libs     string // Kafka jars
+	Kmirror  string // kmirror binary
+	Dir      string // logs and properties files of each run
+	Log      io.Writer
+	TasksMax int           // tasks.max in mm2.properties
+	Timeout  time.Duration // for one run to copy everything
+	seq      int
+	target   *kadm.Client
+	source   *kadm.Client
+}
+
+// Close releases the admin clients.
+func (e *Env) Close() {
+	if e.target != nil {
+		e.target.Close()
+		e.source.Close()
+	}
+}
+
+func (e *Env) admins() error {
+	if e.target != nil {
+		return nil
+	}
+	// kadm answers metadata from a cache no older than MetadataMinAge
+	// (5 s by default); polling must see new topics at once.
+	fresh := kgo.MetadataMinAge(50 * time.Millisecond)
+	t, err := kgo.NewClient(kgo.SeedBrokers(e.Clusters.Target), fresh)
+	if err != nil {
+		return err
+	}
+	s, err := kgo.NewClient(kgo.SeedBrokers(e.Clusters.Source), fresh)
+	if err != nil {
+		t.Close()
+		return err
+	}
+	e.target, e.source = kadm.NewClient(t), kadm.NewClient(s)
+	return nil
+}
+
+// MM2Properties is the mm2.properties that both replicators run: a flow
+// src->dst for w's topics, RF 1, progress saved every second, defaults
+// otherwise.
+func MM2Properties(src, dst, srcBootstrap, dstBootstrap string, w Workload, tasksMax int) string {
+	lines := []string{
+		"# Written by kbench for workload " + w.Name + "; kmirror and Apache MM2 both run this file.",
+		"clusters = " + src + ", " + dst,
+		src + ".bootstrap.servers = " + srcBootstrap,
+		dst + ".bootstrap.servers = " + dstBootstrap,
+		src + "->" + dst + ".enabled = true",
+		src + "->" + dst + ".topics = " + w.TopicRegex(),
+		dst + "->" + src + ".emit.heartbeats.enabled = false",
+		"tasks.max = " + strconv.Itoa(tasksMax),
+		"replication.factor = 1",
+		"checkpoints.topic.replication.factor = 1",
+		"heartbeats.topic.replication.factor = 1",
+		"offset-syncs.topic.replication.factor = 1",
+		"offset.storage.replication.factor = 1",
+		"status.storage.replication.factor = 1",
+		"config.storage.replication.factor = 1",
+		"sync.topic.acls.enabled = false",
+		dst + ".offset.flush.interval.ms = 1000",
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+const mm2Log4j = `# Written by kbench: INFO to stdout, as connect-log4j2.yaml does.
+status = warn
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.stdout.ref = STDOUT
+`
+
+// Replicate copies n records of w with replicator repl (Kmirror or MM2),
+// under fresh cluster aliases so that nothing of an earlier run is reused,
+// measures it, stops the replicator and deletes what the run created.
+func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, round int) Result {
+	res := Result{Workload: w.Name, Replicator: repl, Round: round, Records: n, Bytes: n * int64(w.RecordBytes())}
+	if err := e.admins(); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	e.seq++
+	src, dst := fmt.Sprintf("s%d", e.seq), fmt.Sprintf("t%d", e.seq)
+	base := filepath.Join(e.Dir, fmt.Sprintf("%s-r%d-%s", w.Name, round, repl))
+	props := base + ".properties"
+	body := MM2Properties(src, dst, e.Clusters.SourceFor(w), e.Clusters.Target, w, e.TasksMax)
+	if err := os.WriteFile(props, []byte(body), 0o644); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	var cmd *exec.Cmd
+	switch repl {
+	case Kmirror:
+		cmd = exec.Command(e.Kmirror, "run", "--clusters", dst, props)
+	case MM2:
+		l4j := filepath.Join(e.Dir, "mm2-log4j2.properties")
+		if err := os.WriteFile(l4j, []byte(mm2Log4j), 0o644); err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		args := append(append([]string{}, MM2JVMOpts...), "-Dlog4j2.configurationFile=file:"+l4j,
+			"-cp", filepath.Join(e.Libs, "*"), "org.apache.kafka.connect.mirror.MirrorMaker", props, "--clusters", dst)
+		cmd = exec.Command(javaPath(), args...)
+	default:
+		res.Error = "unknown replicator " + repl
+		return res
+	}
+	var remote []string
+	for _, t := range w.TopicNames() {
+		remote = append(remote, src+"."+t)
+	}
+	e.measure(ctx, &res, cmd, base+".log", remote, stopGracefully)
+	if err := e.cleanup(ctx); err != nil && res.Error == "" {
+		res.Error = "cleanup: " + err.Error()
+	}
+	return res
+}
+
+// MeasureLimit writes n records of w's size and codec straight to the
+// target with ProducerPerformance, into a fresh topic with as many
+// partitions as w has in all, and measures it like a replicator run.
+func (e *Env) MeasureLimit(ctx context.Context, w Workload, n int64, round int) Result {
+	res := Result{Workload: w.Name, Replicator: Limit, Round: round, Records: n, Bytes: n * int64(w.RecordBytes())}
+	if err := e.admins(); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	e.seq++
+	topic := fmt.Sprintf("limit-%s-%d", w.Name, e.seq)
+	cr, err := e.target.CreateTopic(ctx, int32(w.Topics)*w.Partitions, 1, nil, topic)
+	if err == nil {
+		err = cr.Err
+	}
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	args := append(append([]string{}, MM2JVMOpts...), "-cp", filepath.Join(e.Libs, "*"),
+		"org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+		"--num-records", strconv.FormatInt(n, 10), "--record-size", strconv.Itoa(w.RecordBytes()),
+		"--throughput", "-1", "--producer-props", "bootstrap.servers="+e.Clusters.Target,
+		"compression.type="+w.Compression, "linger.ms=20", "batch.size=262144", "acks=all")
+	cmd := exec.Command(javaPath(), args...)
+	log := filepath.Join(e.Dir, fmt.Sprintf("%s-r%d-limit.log", w.Name, round))
+	e.measure(ctx, &res, cmd, log, []string{topic}, waitExit)
+	if b, err := os.ReadFile(log); err == nil {
+		if m := ppSummary.FindAllString(string(b), -1); len(m) > 0 {
+			fmt.Fprintf(e.Log, "kbench:   ProducerPerformance says: %s\n", m[len(m)-1])
+		}
+	}
+	if err := e.cleanup(ctx); err != nil && res.Error == "" {
+		res.Error = "cleanup: " + err.Error()
+	}
+	return res
+}
+
+var ppSummary = regexp.MustCompile(`\d+ records sent, [0-9.]+ records/sec \([0-9.]+ MB/sec\)`)
+
+type stopMode int
+
+const (
+	stopGracefully stopMode = iota // SIGTERM once every record is there
+	waitExit                       // the process ends by itself
+)
+
+// measure starts cmd and polls the target's end offsets of topics every
+// 100 ms until they add up to res.Records, sampling the process's CPU
+// time at the first and the last record.
+func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath string, topics []string, mode stopMode) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		res.Error = err.Error()
+		return
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop(cmd, exited, 30*time.Second)
+		}
+	}()
+
+	var first time.Time
+	var cpuFirst float64
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(e.Timeout)
+	var got int64
+	wait := exited // nil once a waitExit process has ended cleanly
+	var grace <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			res.Error = ctx.Err().Error()
+			return
+		case <-deadline:
+			res.Error = fmt.Sprintf("timeout after %v: target holds %d of %d records; log %s", e.Timeout, got, res.Records, logPath)
+			return
+		case <-grace:
+			res.Error = fmt.Sprintf("process ended with %d of %d records on the target; log %s", got, res.Records, logPath)
+			return
+		case err := <-wait:
+			stopped = true
+			if mode == waitExit && err == nil {
+				// Its records may still become visible; poll a little longer.
+				wait, grace = nil, time.After(10*time.Second)
+				continue
+			}
+			res.Error = fmt.Sprintf("process exited early (%v) with %d of %d records on the target; log %s", err, got, res.Records, logPath)
+			return
+		case <-tick.C:
+		}
+		cpu, cerr := cpuSeconds(pid)
+		hwm, herr := peakRSS(pid)
+		if stopped { // ended by itself: its totals are gone with it
+			cpu, cerr = float64(cmd.ProcessState.SystemTime()+cmd.ProcessState.UserTime())/1e9, nil
+			hwm, herr = 0, nil
+		}
+		now := time.Now()
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := e.copied(qctx, topics)
+		cancel()
+		if err != nil {
+			continue
+		}
+		got = n
+		if got > 0 && first.IsZero() {
+			first, cpuFirst = now, cpu
+			res.StartupSeconds = now.Sub(start).Seconds()
+		}
+		if got >= res.Records {
+			if cerr != nil || herr != nil {
+				res.Error = fmt.Sprintf("reading /proc: %v", errors.Join(cerr, herr))
+			}
+			res.Seconds = now.Sub(first).Seconds()
+			res.CPUSeconds = cpu - cpuFirst
+			res.CPUTotal = cpu
+			res.PeakRSS = hwm
+			if res.Seconds > 0 {
+				res.RecordsPerSec = float64(res.Records) / res.Seconds
+				res.MBPerSec = float64(res.Bytes) / 1e6 / res.Seconds
+			}
+			break
+		}
+	}
+	if mode == stopGracefully {
+		stopped = true
+		if err := stop(cmd, exited, 60*time.Second); err != nil && res.Error == "" {
+			res.Error = err.Error()
+		}
+	} else if !stopped {
+		select {
+		case <-exited:
+			stopped = true
+		case <-time.After(30 * time.Second):
+		}
+	}
+}
+
+// copied adds the end offsets of those of topics that exist on the
+// target. Asking for the offsets of a missing topic would make the client
+// wait for it to appear, so existence is checked first.
+func (e *Env) copied(ctx context.Context, topics []string) (int64, error) {
+	td, err := e.target.ListTopics(ctx, topics...)
+	if err != nil {
+		return 0, err
+	}
+	var have []string
+	for _, t := range topics {
+		if d, ok := td[t]; ok && d.Err == nil && len(d.Partitions) > 0 {
+			have = append(have, t)
+		}
+	}
+	if len(have) == 0 {
+		return 0, nil
+	}
+	return endOffsetSum(ctx, e.target, have)
+}
+
+// stop sends SIGTERM and waits, then SIGKILL. A JVM that exits with 143
+// on SIGTERM stopped cleanly.
+func stop(cmd *exec.Cmd, exited chan error, timeout time.Duration) error {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("pid %d did not stop within %v of SIGTERM; killed", cmd.Process.Pid, timeout)
+	}
+}
+
+// cleanup deletes every topic a run created: on the target all but the
+// broker's own, on the source all but the workloads' and the broker's
+// (Apache MM2 keeps its offset syncs there). It waits until they are gone,
+// so the next run starts on a target as empty as the first.
+func (e *Env) cleanup(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	keepSource := func(t string) bool { return strings.HasPrefix(t, "bench-") }
+	return errors.Join(
+		deleteAll(ctx, e.target, func(string) bool { return false }),
+		deleteAll(ctx, e.source, keepSource))
+}
+
+func deleteAll(ctx context.Context, adm *kadm.Client, keep func(string) bool) error {
+	for {
+		td, err := adm.ListTopics(ctx)
+		if err != nil {
+			return err
+		}
+		var del []string
+		for _, t := range td.Names() {
+			if !strings.HasPrefix(t, "__") && !keep(t) {
+				del = append(del, t)
+			}
+		}
+		if len(del) == 0 {
+			return nil
+		}
+		if _, err := adm.DeleteTopics(ctx, del...); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topics %v not deleted: %w", del, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func javaPath() string {
+	if h := os.Getenv("JAVA_HOME"); h != "" {
+		return filepath.Join(h, "bin", "java")
+	}
+	return "java"
+}

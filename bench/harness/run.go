@@ -1,0 +1,254 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/kafkalocal"
+)
+
+// Config says what a benchmark runs.
+type Config struct {
+	Root        string   // repository root
+	Dir         string   // results folder: clusters, logs, results.json
+	Workloads   []string // names; all when empty
+	Replicators []string // Kmirror and/or MM2; both when empty
+	Runs        int      // rounds per workload
+	Quick       bool     // the small record counts
+	Limit       bool     // also measure ProducerPerformance to the target
+	TasksMax    int      // tasks.max in mm2.properties
+	Timeout     time.Duration
+	Log         io.Writer
+}
+
+// Results is what results.json holds.
+type Results struct {
+	Meta Meta     `json:"meta"`
+	Runs []Result `json:"runs"`
+}
+
+// Meta describes the machine and the software of a benchmark.
+type Meta struct {
+	Started      time.Time         `json:"started"`
+	Finished     time.Time         `json:"finished"`
+	Quick        bool              `json:"quick"`
+	Rounds       int               `json:"rounds"`
+	CPU          string            `json:"cpu"`
+	Cores        int               `json:"cores"`
+	MemoryGiB    float64           `json:"memory_gib"`
+	Kernel       string            `json:"kernel"`
+	Go           string            `json:"go"`
+	Java         string            `json:"java"`
+	Kafka        string            `json:"kafka"`
+	KmirrorRev   string            `json:"kmirror_rev"`
+	TasksMax     int               `json:"tasks_max"`
+	Workloads    []string          `json:"workloads"`
+	Descriptions map[string]string `json:"descriptions"`
+	Properties   string            `json:"properties"` // example mm2.properties
+	BrokerJVM    []string          `json:"broker_jvm"`
+	MM2JVM       []string          `json:"mm2_jvm"`
+}
+
+// Run brings up the clusters, then for each workload loads the source and
+// runs the replicators in alternating order, Runs rounds, saving
+// results.json after every run. It always stops what it started.
+func Run(ctx context.Context, cfg Config) (*Results, error) {
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.Runs <= 0 {
+		cfg.Runs = 3
+	}
+	if cfg.TasksMax <= 0 {
+		cfg.TasksMax = 4
+	}
+	if len(cfg.Replicators) == 0 {
+		cfg.Replicators = []string{Kmirror, MM2}
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 15 * time.Minute
+		if cfg.Quick {
+			cfg.Timeout = 4 * time.Minute
+		}
+	}
+	var wls []Workload
+	names := cfg.Workloads
+	if len(names) == 0 {
+		for _, w := range Workloads {
+			names = append(names, w.Name)
+		}
+	}
+	for _, n := range names {
+		w, err := Lookup(n)
+		if err != nil {
+			return nil, err
+		}
+		wls = append(wls, w)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	libs, err := kafkalocal.ResolveLibs(ctx, cfg.Root, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(cfg.Dir, "kmirror")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kmirror")
+	build.Dir = cfg.Root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build ./cmd/kmirror: %v\n%s", err, out)
+	}
+
+	res := &Results{Meta: meta(cfg, libs, wls)}
+	save := func() error {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(cfg.Dir, "results.json"), b, 0o644)
+	}
+
+	delay := time.Duration(0)
+	for _, w := range Workloads {
+		delay = max(delay, w.Delay)
+	}
+	fmt.Fprintf(cfg.Log, "kbench: starting clusters in %s\n", filepath.Join(cfg.Dir, "clusters"))
+	cl, err := StartClusters(ctx, filepath.Join(cfg.Dir, "clusters"), libs, delay, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Stop()
+	env := &Env{Clusters: cl, Libs: libs, Kmirror: bin, Dir: cfg.Dir, Log: cfg.Log, TasksMax: cfg.TasksMax, Timeout: cfg.Timeout}
+	defer env.Close()
+
+	loaded := map[string]bool{}
+	for i, w := range wls {
+		n := w.Records
+		if cfg.Quick {
+			n = w.Quick
+		}
+		if !loaded[w.DataName()] {
+			if err := Load(ctx, cl.Source, w, n, cfg.Log); err != nil {
+				return res, err
+			}
+			loaded[w.DataName()] = true
+		}
+		for round := 1; round <= cfg.Runs; round++ {
+			order := append([]string{}, cfg.Replicators...)
+			if round%2 == 0 {
+				for a, b := 0, len(order)-1; a < b; a, b = a+1, b-1 {
+					order[a], order[b] = order[b], order[a]
+				}
+			}
+			if cfg.Limit && w.Delay == 0 {
+				order = append([]string{Limit}, order...)
+			}
+			for _, r := range order {
+				fmt.Fprintf(cfg.Log, "kbench: %s round %d/%d: %s...\n", w.Name, round, cfg.Runs, r)
+				var rr Result
+				if r == Limit {
+					rr = env.MeasureLimit(ctx, w, n, round)
+				} else {
+					rr = env.Replicate(ctx, r, w, n, round)
+				}
+				res.Runs = append(res.Runs, rr)
+				fmt.Fprintf(cfg.Log, "kbench:   %s\n", rr.Summary())
+				if err := save(); err != nil {
+					return res, err
+				}
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+			}
+		}
+		// Drop source topics no later workload reads.
+		if !usedLater(w.DataName(), wls[i+1:]) {
+			if err := deleteAll(ctx, env.source, func(t string) bool {
+				return !strings.HasPrefix(t, "bench-"+w.DataName()+"-")
+			}); err != nil {
+				return res, err
+			}
+		}
+	}
+	res.Meta.Finished = time.Now()
+	return res, save()
+}
+
+func usedLater(data string, rest []Workload) bool {
+	for _, w := range rest {
+		if w.DataName() == data {
+			return true
+		}
+	}
+	return false
+}
+
+// Summary is one line about a run for the progress log.
+func (r Result) Summary() string {
+	if r.Error != "" {
+		return fmt.Sprintf("%s: FAILED: %s", r.Replicator, r.Error)
+	}
+	return fmt.Sprintf("%s: %d records in %.2fs (%.0f rec/s, %.1f MB/s), CPU %.1fs (%.1f s/GB), peak RSS %.0f MiB, startup %.1fs",
+		r.Replicator, r.Records, r.Seconds, r.RecordsPerSec, r.MBPerSec, r.CPUSeconds, r.CPUPerGB(),
+		float64(r.PeakRSS)/(1<<20), r.StartupSeconds)
+}
+
+// Load reads a results.json.
+func LoadResults(path string) (*Results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Results
+	return &r, json.Unmarshal(b, &r)
+}
+
+func meta(cfg Config, libs string, wls []Workload) Meta {
+	m := Meta{
+		Started: time.Now(), Quick: cfg.Quick, Rounds: cfg.Runs, Cores: runtime.NumCPU(),
+		Go: runtime.Version(), Kafka: kafkalocal.KafkaVersion, TasksMax: cfg.TasksMax,
+		Descriptions: map[string]string{}, BrokerJVM: BrokerJVMOpts, MM2JVM: MM2JVMOpts,
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		fmt.Sscanf(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "MemTotal:"), "%f", &kb)
+		m.MemoryGiB = kb / (1 << 20)
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if out, err := exec.Command(javaPath(), "-version").CombinedOutput(); err == nil {
+		m.Java = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
+	}
+	git := exec.Command("git", "describe", "--always", "--dirty")
+	git.Dir = cfg.Root
+	if out, err := git.Output(); err == nil {
+		m.KmirrorRev = string(bytes.TrimSpace(out))
+	}
+	for _, w := range wls {
+		m.Workloads = append(m.Workloads, w.Name)
+		m.Descriptions[w.Name] = w.Describe(cfg.Quick)
+	}
+	if len(wls) > 0 {
+		m.Properties = MM2Properties("s1", "t1", "SOURCE", "TARGET", wls[0], cfg.TasksMax)
+	}
+	_ = libs
+	return m
+}
