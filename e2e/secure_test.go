@@ -40,6 +40,8 @@ func TestSecureTarget(t *testing.T) {
 			"replication.factor = 1",
 			"offset-syncs.topic.replication.factor = 1",
 			"offset.storage.replication.factor = 1",
+			"heartbeats.topic.replication.factor = 1",
+			"checkpoints.topic.replication.factor = 1",
 		}, "\n") + "\n"
 	}
 

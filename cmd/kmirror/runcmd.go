@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -83,8 +84,9 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 
 	origin := flow.OriginHeaderFlows(cfg, flows)
+	beats := heartbeatPairs(cfg, only, log)
 	var wg sync.WaitGroup
-	errs := make([]error, len(flows))
+	errs := make([]error, len(flows)+len(beats))
 	for i, fc := range flows {
 		wg.Add(1)
 		go func() {
@@ -97,12 +99,48 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
+	for i, fc := range beats {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[len(flows)+i] = flow.New(fc, flow.Options{}, m, log).RunHeartbeatsOnly(ctx); errs[len(flows)+i] != nil {
+				stop()
+			}
+		}()
+	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		log.Error("kmirror stopped with an error", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// heartbeatPairs returns the pairs that replicate nothing but, as in MM2,
+// emit heartbeats: every ordered pair of clusters whose flow is disabled,
+// whose target is selected by --clusters, and whose heartbeats are on.
+func heartbeatPairs(cfg *config.Config, only []string, log *slog.Logger) []*config.Flow {
+	enabled := make(map[string]bool)
+	for _, f := range cfg.Flows {
+		enabled[f.Name()] = true
+	}
+	var out []*config.Flow
+	for _, s := range cfg.Clusters {
+		for _, t := range cfg.Clusters {
+			if s == t || enabled[s+"->"+t] || (len(only) > 0 && !slices.Contains(only, t)) {
+				continue
+			}
+			f, err := cfg.Pair(s, t)
+			if err != nil {
+				log.Warn("no heartbeats for pair", "pair", s+"->"+t, "err", err)
+				continue
+			}
+			if f.EmitHeartbeatsEnabled {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -8,14 +8,17 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/checkpoint"
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/heartbeat"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/policy"
@@ -101,6 +104,9 @@ func (f *Flow) Run(ctx context.Context) error {
 	}
 	exclude, err := policy.CompilePattern(c.ConfigPropertiesExclude)
 	if err != nil {
+		return err
+	}
+	if _, err := checkpoint.FlowSettings(c); err != nil {
 		return err
 	}
 
@@ -226,8 +232,37 @@ func (f *Flow) Run(ctx context.Context) error {
 		return fmt.Errorf("flow %s: %w", c.Name(), err)
 	}
 
+	var hb *heartbeat.Emitter
+	if c.EmitHeartbeatsEnabled {
+		if hb, err = f.heartbeats(ctx, pol, tgtAdm); err != nil {
+			return err
+		}
+	}
+	var cp *checkpoint.Task
+	if c.EmitCheckpointsEnabled && c.EmitOffsetSyncsEnabled {
+		if cp, err = checkpoint.New(checkpoint.Config{Flow: c, Metrics: f.m, Log: f.log}); err != nil {
+			return fmt.Errorf("flow %s: %w", c.Name(), err)
+		}
+	}
+
 	loops, stop := context.WithCancel(ctx)
 	defer stop()
+	var side sync.WaitGroup
+	sideErr := make(chan error, 2)
+	if hb != nil {
+		side.Add(1)
+		go func() { defer side.Done(); sideErr <- hb.Run(loops) }()
+	}
+	if cp != nil {
+		side.Add(1)
+		go func() {
+			defer side.Done()
+			if err := cp.Run(loops); err != nil {
+				sideErr <- fmt.Errorf("flow %s: checkpoints: %w", c.Name(), err)
+				stop() // the flow stops loudly rather than run half
+			}
+		}()
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -254,14 +289,36 @@ func (f *Flow) Run(ctx context.Context) error {
 		})
 	}
 	f.log.Info("flow started", "source", c.Source, "target", c.Target, "partitions", len(assigned))
-	err = rep.Run(ctx, f.opts.Drain)
+	err = rep.Run(loops, f.opts.Drain)
 	stop()
 	<-done
+	side.Wait()
+	close(sideErr)
 	if err != nil {
 		return fmt.Errorf("flow %s: stopping: %w", c.Name(), err)
 	}
+	for err := range sideErr {
+		if err != nil {
+			return err
+		}
+	}
 	f.log.Info("flow stopped; progress saved")
 	return nil
+}
+
+// heartbeats prepares the emitter of this flow's heartbeats: the topic is
+// created now, so a bad replication factor stops the flow at start.
+func (f *Flow) heartbeats(ctx context.Context, pol policy.Policy, tgtAdm *kadm.Client) (*heartbeat.Emitter, error) {
+	c := f.cfg
+	cl, _, err := f.client("heartbeats-producer", clients.Producer, c.TargetProducer, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return nil, err
+	}
+	hb := heartbeat.New(cl, tgtAdm, pol.HeartbeatsTopic(), c.Source, c.Target, c.HeartbeatsTopicReplicationFactor, c.EmitHeartbeatsInterval, f.log)
+	if err := hb.CreateTopic(ctx); err != nil {
+		return nil, fmt.Errorf("flow %s: %w", c.Name(), err)
+	}
+	return hb, nil
 }
 
 // offsetSyncs creates the offset-syncs topic where offset-syncs.topic.location
@@ -282,7 +339,19 @@ func (f *Flow) offsetSyncs(ctx context.Context, pol policy.Policy, srcAdm, tgtAd
 		return nil, err
 	}
 	failed := f.m.OffsetSyncFailures.WithLabelValues(c.Source, c.Target)
-	return offsetsync.New(cl, topic, c.OffsetLagMax, f.log, failed.Inc), nil
+	w := offsetsync.New(cl, topic, c.OffsetLagMax, f.log, failed.Inc)
+	// Exact translation also writes an index on the target, through a
+	// producer that carries no replicated data (Flush waits on it).
+	idx := cl
+	if c.OffsetSyncsTopicLocation == "source" {
+		if idx, _, err = f.client("offset-index-producer", clients.Producer, c.TargetProducer, kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkpoint.SetupWriter(ctx, c, w, tgtAdm, idx); err != nil {
+		return nil, fmt.Errorf("flow %s: %w", c.Name(), err)
+	}
+	return w, nil
 }
 
 // createCompacted creates a single-partition compacted topic unless it exists.
