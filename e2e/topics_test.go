@@ -230,3 +230,47 @@ func TestGapReported(t *testing.T) {
 		t.Errorf("kmirror log does not report the lost range 10..16:\n%s", log)
 	}
 }
+
+// TestRecreatedTopicReported deletes and re-creates a source topic while
+// kmirror is down, with more records than before: without a check, the old
+// progress would silently skip the new topic's first records.
+func TestRecreatedTopicReported(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "recreate")
+	a.CreateTopic(t, topic, 1, nil)
+	produceN(t, a, topic, 1, 30, "old")
+
+	src, dst := alias(t, "src"), alias(t, "dst")
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, src+"->"+dst+".topics = "+topic))
+	remote := src + "." + topic
+	p := startKmirror(t, cfg)
+	waitFor(t, 60*time.Second, "the old topic's records", func() bool { return countOrZero(t, b, remote) == 30 })
+	p.stop()
+
+	if _, err := a.Admin(t).DeleteTopics(ctx(t), topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the topic to be deleted", func() bool { return !hasTopic(t, a, topic) })
+	waitFor(t, 30*time.Second, "the topic to be re-created", func() bool {
+		resp, err := a.Admin(t).CreateTopic(ctx(t), 1, 1, nil, topic)
+		return err == nil && resp.Err == nil
+	})
+	produceN(t, a, topic, 1, 40, "new")
+
+	p = startKmirror(t, cfg)
+	waitFor(t, 60*time.Second, "the new topic's records", func() bool { return countOrZero(t, b, remote) == 70 })
+	p.stop()
+	news := 0
+	for _, r := range b.ReadAll(t, remote) {
+		if string(r.Value) == "new" {
+			news++
+		}
+	}
+	if news != 40 {
+		t.Errorf("target has %d records of the re-created topic, want 40", news)
+	}
+	if !strings.Contains(p.log.String(), "source topic was deleted and re-created") {
+		t.Errorf("re-creation not reported:\n%s", p.log.String())
+	}
+}

@@ -196,6 +196,11 @@ func (f *Flow) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		for _, t := range ts {
+			if err := f.checkTopicID(ctx, store, rep, assigned, t); err != nil {
+				return err
+			}
+		}
 		var add []replicate.Partition
 		live := make(map[progress.TP]bool)
 		for _, t := range ts {
@@ -304,6 +309,47 @@ func (f *Flow) Run(ctx context.Context) error {
 	}
 	f.log.Info("flow stopped; progress saved")
 	return nil
+}
+
+// checkTopicID notices a source topic that was deleted and re-created under
+// the same name: its saved progress belongs to the old topic. The new topic
+// is replicated from its start; whatever the old topic held past the saved
+// progress and was not copied is gone, and that is reported.
+func (f *Flow) checkTopicID(ctx context.Context, store *progress.Store, rep *replicate.Replicator, assigned map[progress.TP]bool, t topicsync.Topic) error {
+	if t.ID == "" || !t.Ready {
+		return nil
+	}
+	old, ok := store.TopicID(t.Name)
+	if ok && old == t.ID {
+		return nil
+	}
+	if ok {
+		var mine []progress.TP
+		for tp := range assigned {
+			if tp.Topic == t.Name {
+				mine = append(mine, tp)
+				delete(assigned, tp)
+			}
+		}
+		if err := rep.Revoke(ctx, mine); err != nil {
+			return err
+		}
+		reset := make(map[progress.TP]int64)
+		for p := int32(0); p < t.Partitions; p++ {
+			tp := progress.TP{Topic: t.Name, Partition: p}
+			last, had := store.Get(tp)
+			reset[tp] = -1
+			if had {
+				f.log.Error("source topic was deleted and re-created: records of the old topic after the last copied offset are lost; replicating the new topic from its start",
+					"topic", t.Name, "partition", p, "last_copied", last, "old_id", old, "new_id", t.ID)
+			}
+		}
+		f.m.TopicsRecreated.WithLabelValues(f.cfg.Source, f.cfg.Target, t.Name).Inc()
+		if err := store.Save(ctx, reset); err != nil {
+			return err
+		}
+	}
+	return store.SaveTopicID(ctx, t.Name, t.ID)
 }
 
 // heartbeats prepares the emitter of this flow's heartbeats: the topic is

@@ -19,6 +19,7 @@ type Metrics struct {
 
 	RecordsLost        *prometheus.CounterVec
 	RecordsLooped      *prometheus.CounterVec
+	TopicsRecreated    *prometheus.CounterVec
 	PartitionErrors    *prometheus.CounterVec
 	OffsetSyncFailures *prometheus.CounterVec
 	CorruptRecords     *prometheus.CounterVec
@@ -56,6 +57,10 @@ func New() *Metrics {
 		Name: "kmirror_records_loop_skipped_total",
 		Help: "Records not copied because their provenance header shows they came from the target cluster.",
 	}, []string{"source", "target", "topic"})
+	m.TopicsRecreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kmirror_source_topics_recreated_total",
+		Help: "Source topics found deleted and re-created; their uncopied records are lost.",
+	}, []string{"source", "target", "topic"})
 	m.PartitionErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kmirror_partition_errors_total",
 		Help: "Errors that stopped or restarted a partition pipeline.",
@@ -77,7 +82,7 @@ func New() *Metrics {
 		Help: "Partition offsets committed into consumer groups of the target (sync.group.offsets.enabled).",
 	}, []string{"source", "target", "group"})
 	m.Registry.MustRegister(m.RecordCount, m.ByteCount, m.RecordAgeMs, m.ReplicationLatencyMs,
-		m.RecordsLost, m.RecordsLooped, m.PartitionErrors, m.OffsetSyncFailures, m.CorruptRecords,
+		m.RecordsLost, m.RecordsLooped, m.TopicsRecreated, m.PartitionErrors, m.OffsetSyncFailures, m.CorruptRecords,
 		m.CheckpointLatencyMs, m.GroupOffsetsSynced)
 	return m
 }

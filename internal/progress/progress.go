@@ -6,6 +6,7 @@ package progress
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,7 @@ type Store struct {
 
 	mu    sync.Mutex
 	saved map[TP]int64
+	ids   map[string]string // source topic -> topic ID the progress belongs to
 }
 
 // Options describe where progress lives.
@@ -56,8 +58,18 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, saved: make(map[TP]int64)}
+	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, saved: make(map[TP]int64), ids: make(map[string]string)}
 	err = readlog.ToEnd(ctx, connect, o.Topic, func(r *kgo.Record) {
+		if cluster, topic, ok := decodeTopicIDKey(r.Key); ok {
+			if cluster == o.Source {
+				if id, ok := decodeTopicIDValue(r.Value); ok {
+					s.ids[topic] = id
+				} else {
+					delete(s.ids, topic)
+				}
+			}
+			return
+		}
 		conn, cluster, topic, part, err := wire.DecodeSourceOffsetKey(r.Key)
 		if err != nil {
 			// Other connectors' keys (checkpoints, heartbeats) do
@@ -133,6 +145,30 @@ func (s *Store) Saved(offsets map[TP]int64) {
 	}
 }
 
+// TopicID returns the ID of the source topic whose progress is saved under
+// topic's name, if kmirror recorded one.
+func (s *Store) TopicID(topic string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.ids[topic]
+	return id, ok
+}
+
+// SaveTopicID records that the progress saved for topic belongs to the
+// source topic with this ID: a topic deleted and re-created under the same
+// name gets a new ID, and its old progress must not be used.
+func (s *Store) SaveTopicID(ctx context.Context, topic, id string) error {
+	key := topicIDKey(s.source, topic)
+	rec := &kgo.Record{Topic: s.topic, Partition: wire.ConnectPartition(key, s.parts), Key: key, Value: topicIDValue(id)}
+	if err := s.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return fmt.Errorf("saving topic ID to %s: %w", s.topic, err)
+	}
+	s.mu.Lock()
+	s.ids[topic] = id
+	s.mu.Unlock()
+	return nil
+}
+
 func (s *Store) record(tp TP, off int64) *kgo.Record {
 	key := wire.SourceOffsetKey(s.source, tp.Topic, tp.Partition)
 	return &kgo.Record{
@@ -178,4 +214,49 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, o Options) (int32, error
 		case <-time.After(wait):
 		}
 	}
+}
+
+// kmirror keeps the topic ID next to MM2's records, under a namespace of its
+// own that MM2's Connect worker reads and never uses:
+//
+//	["kmirror-topic-id",{"cluster":"A","topic":"t"}] -> {"id":"..."}
+const topicIDNamespace = "kmirror-topic-id"
+
+func topicIDKey(cluster, topic string) []byte {
+	b, _ := json.Marshal([]any{topicIDNamespace, struct {
+		Cluster string `json:"cluster"`
+		Topic   string `json:"topic"`
+	}{cluster, topic}})
+	return b
+}
+
+func decodeTopicIDKey(key []byte) (cluster, topic string, ok bool) {
+	var parts []json.RawMessage
+	if json.Unmarshal(key, &parts) != nil || len(parts) != 2 {
+		return "", "", false
+	}
+	var ns string
+	if json.Unmarshal(parts[0], &ns) != nil || ns != topicIDNamespace {
+		return "", "", false
+	}
+	var m struct{ Cluster, Topic string }
+	if json.Unmarshal(parts[1], &m) != nil {
+		return "", "", false
+	}
+	return m.Cluster, m.Topic, true
+}
+
+func topicIDValue(id string) []byte {
+	b, _ := json.Marshal(struct {
+		ID string `json:"id"`
+	}{id})
+	return b
+}
+
+func decodeTopicIDValue(v []byte) (string, bool) {
+	var m struct{ ID string }
+	if v == nil || json.Unmarshal(v, &m) != nil || m.ID == "" {
+		return "", false
+	}
+	return m.ID, true
 }

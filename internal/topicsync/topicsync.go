@@ -5,6 +5,7 @@ package topicsync
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,7 @@ type Topic struct {
 	Name       string // on the source
 	Remote     string // on the target
 	Partitions int32  // source partition count
+	ID         string // source topic ID, hex; "" when the broker has none
 	Ready      bool   // the remote topic exists with enough partitions
 }
 
@@ -62,7 +64,11 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		if d.Err != nil || !s.ShouldReplicate(d.Topic) || len(d.Partitions) == 0 {
 			continue
 		}
-		want = append(want, Topic{Name: d.Topic, Remote: s.Policy.FormatRemoteTopic(s.SourceAlias, d.Topic), Partitions: int32(len(d.Partitions))})
+		t := Topic{Name: d.Topic, Remote: s.Policy.FormatRemoteTopic(s.SourceAlias, d.Topic), Partitions: int32(len(d.Partitions))}
+		if d.ID != (kadm.TopicID{}) {
+			t.ID = hex.EncodeToString(d.ID[:])
+		}
+		want = append(want, t)
 	}
 	if len(want) == 0 {
 		return nil, nil
