@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 30m
 TEST_FLAGS ?=
 PKGS ?= ./...
 
-.PHONY: build test fmt-check vet demo clean distclean
+.PHONY: build test fmt-check vet demo bench clean distclean
 
 build:
 	$(GO) build -o bin/kmirror ./cmd/kmirror
@@ -42,6 +42,12 @@ test: fmt-check vet
 # Demo on local clusters; scripts/demo holds the steps.
 demo:
 	scripts/demo
+
+# kmirror vs Apache MirrorMaker 2 on local clusters (bench/run, about 30 min);
+# writes docs/benchmarks.md and .png. BENCH_FLAGS='--quick --runs 1' for a smoke run.
+BENCH_FLAGS ?=
+bench:
+	bench/run $(BENCH_FLAGS)
 
 # Stops every node started under .run, then removes build and run output.
 # The Kafka jars in .cache stay; distclean removes them too.

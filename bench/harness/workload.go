@@ -34,11 +34,11 @@ type Workload struct {
 
 // Workloads are the benchmark's workloads in the order they run.
 var Workloads = []Workload{
-	{Name: "small", Topics: 4, Partitions: 8, Records: 12_000_000, Quick: 400_000, ValueBytes: 100, Compression: "none"},
-	{Name: "kb", Topics: 4, Partitions: 8, Records: 2_000_000, Quick: 100_000, ValueBytes: 1024, Compression: "lz4"},
+	{Name: "small", Topics: 4, Partitions: 8, Records: 4_000_000, Quick: 400_000, ValueBytes: 100, Compression: "none"},
+	{Name: "kb", Topics: 4, Partitions: 8, Records: 1_000_000, Quick: 100_000, ValueBytes: 1024, Compression: "lz4"},
 	{Name: "wan", Data: "kb", Delay: 15 * time.Millisecond},
-	{Name: "zstd", Topics: 4, Partitions: 8, Records: 2_000_000, Quick: 100_000, ValueBytes: 1024, Compression: "zstd"},
-	{Name: "keys-headers", Topics: 4, Partitions: 8, Records: 4_000_000, Quick: 200_000, ValueBytes: 256, KeyBytes: 16, Headers: 3, Compression: "none"},
+	{Name: "zstd", Topics: 4, Partitions: 8, Records: 1_000_000, Quick: 100_000, ValueBytes: 1024, Compression: "zstd"},
+	{Name: "keys-headers", Topics: 4, Partitions: 8, Records: 2_000_000, Quick: 200_000, ValueBytes: 256, KeyBytes: 16, Headers: 3, Compression: "none"},
 }
 
 // Lookup returns the workload named name, with the data fields of its Data
