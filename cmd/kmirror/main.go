@@ -15,6 +15,12 @@ const usage = `kmirror: cross-cluster replication for Apache Kafka
 Usage:
   kmirror run [--clusters ALIAS,...] [--log-format text|json] FILE
                          run every enabled flow of an MM2 properties file
+  kmirror offsets --config FILE --group G --from A --to B [--apply [--allow-rewind]]
+                  [--use checkpoints|translate] [--output text|json] [--timeout 30s]
+                         print G's offsets on B translated from A; --apply commits
+                         them to G on B (refused while G has active members on B)
+  kmirror topology --config FILE [--output text|json] [--timeout 15s]
+                         which clusters replicate to which, from the heartbeats
   kmirror version        print the version and git commit
   kmirror help           print this help
 `
@@ -38,6 +44,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "run":
 		return runCmd(args[1:], stdout, stderr)
+	case "offsets":
+		return offsetsCmd(args[1:], stdout, stderr)
+	case "topology":
+		return topologyCmd(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "kmirror: unknown command %q\n\n%s", args[0], usage)
 		return 2
