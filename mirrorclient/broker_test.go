@@ -376,10 +376,13 @@ func TestMM2Interop(t *testing.T) {
 	copied := 0
 	for _, r := range b.ReadAll(t, src+".heartbeats") {
 		h, err := wire.DecodeHeartbeat(r.Key, r.Value)
-		if err != nil || h.SourceAlias != dst || h.TargetAlias != src || h.Timestamp != r.Timestamp.UnixMilli() {
+		if err != nil || h.Timestamp != r.Timestamp.UnixMilli() {
 			t.Errorf("%s.heartbeats offset %d: %+v, %v", src, r.Offset, h, err)
 		}
-		copied++
+		// Other tests write heartbeats to the shared cluster A too.
+		if h.SourceAlias == dst && h.TargetAlias == src {
+			copied++
+		}
 	}
 	fromMM2 := 0
 	for _, r := range b.ReadAll(t, "heartbeats") {
