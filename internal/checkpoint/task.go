@@ -16,6 +16,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/policy"
@@ -224,7 +225,7 @@ func (t *Task) Store() *Store { return t.store }
 func (t *Task) Run(ctx context.Context) error {
 	defer t.Close()
 	f := t.cfg
-	if err := createCompacted(ctx, t.tgtAdm, t.cpTopic, f.CheckpointsTopicReplicationFactor, "checkpoints.topic.replication.factor"); err != nil {
+	if _, err := internaltopic.Create(ctx, t.tgtAdm, internaltopic.Compacted(t.cpTopic, f.CheckpointsTopicReplicationFactor, "checkpoints.topic.replication.factor")); err != nil {
 		return fmt.Errorf("flow %s: %w", f.Name(), err)
 	}
 	if err := t.loadCheckpoints(ctx); err != nil {
@@ -278,26 +279,6 @@ func ticker(enabled bool, d time.Duration) *time.Ticker {
 		return tk
 	}
 	return time.NewTicker(d)
-}
-
-// createCompacted creates a single-partition compacted topic unless it
-// exists.
-func createCompacted(ctx context.Context, adm *kadm.Client, topic string, rf int16, rfKey string) error {
-	compact := "compact"
-	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": &compact}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	switch {
-	case err == nil, errors.Is(err, kerr.TopicAlreadyExists):
-		return nil
-	case errors.Is(err, kerr.InvalidReplicationFactor):
-		return fmt.Errorf("creating %s with replication factor %d (key %s): %w", topic, rf, rfKey, err)
-	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
-		return nil // MM2 goes on too; writing will tell
-	default:
-		return fmt.Errorf("creating %s: %w", topic, err)
-	}
 }
 
 // skipper decodes records of an internal topic, warning about and

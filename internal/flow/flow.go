@@ -4,7 +4,6 @@ package flow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -12,13 +11,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/checkpoint"
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/heartbeat"
+	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/policy"
@@ -377,7 +376,7 @@ func (f *Flow) offsetSyncs(ctx context.Context, pol policy.Policy, srcAdm, tgtAd
 		adm, props, alias, role = srcAdm, c.SourceAdmin, c.Target, "offset-syncs-source-producer"
 	}
 	topic := pol.OffsetSyncsTopic(alias)
-	if err := createCompacted(ctx, adm, topic, c.OffsetSyncsTopicReplicationFactor, "offset-syncs.topic.replication.factor"); err != nil {
+	if _, err := internaltopic.Create(ctx, adm, internaltopic.Compacted(topic, c.OffsetSyncsTopicReplicationFactor, "offset-syncs.topic.replication.factor")); err != nil {
 		return nil, fmt.Errorf("flow %s: %w", c.Name(), err)
 	}
 	cl, _, err := f.client(role, clients.Producer, props, kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -398,23 +397,6 @@ func (f *Flow) offsetSyncs(ctx context.Context, pol policy.Policy, srcAdm, tgtAd
 		return nil, fmt.Errorf("flow %s: %w", c.Name(), err)
 	}
 	return w, nil
-}
-
-// createCompacted creates a single-partition compacted topic unless it exists.
-func createCompacted(ctx context.Context, adm *kadm.Client, topic string, rf int16, rfKey string) error {
-	compact := "compact"
-	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": &compact}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	switch {
-	case err == nil, errors.Is(err, kerr.TopicAlreadyExists):
-		return nil
-	case errors.Is(err, kerr.InvalidReplicationFactor):
-		return fmt.Errorf("creating %s with replication factor %d (key %s): %w", topic, rf, rfKey, err)
-	default:
-		return fmt.Errorf("creating %s: %w", topic, err)
-	}
 }
 
 // reachable checks that a cluster answers, so that a wrong address or

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -70,27 +70,11 @@ func (e *Emitter) Failed() int64 { return e.failed.Load() }
 // unsupported CreateTopics API is logged and ignored: the topic may have
 // been created by an administrator.
 func (e *Emitter) CreateTopic(ctx context.Context) error {
-	compact := "compact"
-	resp, err := e.adm.CreateTopic(ctx, 1, e.rf, map[string]*string{"cleanup.policy": &compact}, e.topic)
-	if err == nil {
-		err = resp.Err
-	}
-	switch {
-	case err == nil:
+	created, err := internaltopic.Create(ctx, e.adm, internaltopic.Compacted(e.topic, e.rf, RFKey))
+	if created {
 		e.log.Info("created heartbeats topic", "replication_factor", e.rf)
-		return nil
-	case errors.Is(err, kerr.TopicAlreadyExists):
-		return nil
-	case errors.Is(err, kerr.TopicAuthorizationFailed),
-		errors.Is(err, kerr.ClusterAuthorizationFailed),
-		errors.Is(err, kerr.UnsupportedVersion):
-		e.log.Debug("could not create heartbeats topic; assuming it exists", "err", err)
-		return nil
-	case errors.Is(err, kerr.InvalidReplicationFactor):
-		return fmt.Errorf("creating %s with replication factor %d (key %s): %w", e.topic, e.rf, RFKey, err)
-	default:
-		return fmt.Errorf("creating %s: %w", e.topic, err)
 	}
+	return err
 }
 
 // Emit writes one heartbeat stamped with the current time and waits for the

@@ -11,17 +11,15 @@ package offsetsync
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -142,20 +140,9 @@ func (w *Writer) EnableExact(indexCl *kgo.Client, indexTopic string) {
 // policy, the given retention) unless it exists. rfKey names the setting rf
 // came from, for the error message.
 func CreateIndexTopic(ctx context.Context, adm *kadm.Client, topic string, rf int16, rfKey string, retention time.Duration) error {
-	del := "delete"
-	ms := strconv.FormatInt(retention.Milliseconds(), 10)
-	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{"cleanup.policy": &del, "retention.ms": &ms}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	switch {
-	case err == nil, errors.Is(err, kerr.TopicAlreadyExists):
-		return nil
-	case errors.Is(err, kerr.InvalidReplicationFactor):
-		return fmt.Errorf("creating %s with replication factor %d (key %s): %w", topic, rf, rfKey, err)
-	default:
-		return fmt.Errorf("creating %s: %w", topic, err)
-	}
+	_, err := internaltopic.Create(ctx, adm, internaltopic.Spec{Name: topic, Partitions: 1, ReplicationFactor: rf, RFKey: rfKey,
+		Configs: map[string]string{"cleanup.policy": "delete", "retention.ms": strconv.FormatInt(retention.Milliseconds(), 10)}})
+	return err
 }
 
 // Acked records that the source record at offset up of topic/partition was

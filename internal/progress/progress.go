@@ -11,12 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/readlog"
 	"github.com/kmirror/kmirror/internal/wire"
 )
@@ -180,40 +179,12 @@ func (s *Store) record(tp TP, off int64) *kgo.Record {
 }
 
 func ensureTopic(ctx context.Context, adm *kadm.Client, o Options) (int32, error) {
-	compact := "compact"
-	resp, err := adm.CreateTopic(ctx, o.Partitions, o.ReplicationFactor, map[string]*string{"cleanup.policy": &compact}, o.Topic)
-	if err == nil {
-		err = resp.Err
+	spec := internaltopic.Spec{Name: o.Topic, Partitions: o.Partitions, ReplicationFactor: o.ReplicationFactor,
+		RFKey: "offset.storage.replication.factor", Configs: map[string]string{"cleanup.policy": "compact"}}
+	if _, err := internaltopic.Create(ctx, adm, spec); err != nil {
+		return 0, fmt.Errorf("progress topic: %w", err)
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		if errors.Is(err, kerr.InvalidReplicationFactor) {
-			return 0, fmt.Errorf("creating progress topic %s with replication factor %d (key offset.storage.replication.factor): %w", o.Topic, o.ReplicationFactor, err)
-		}
-		return 0, fmt.Errorf("creating progress topic %s: %w", o.Topic, err)
-	}
-	if err == nil && resp.NumPartitions > 0 {
-		return resp.NumPartitions, nil
-	}
-	// The topic exists; a topic created a moment ago may not be in the
-	// metadata of every broker yet.
-	for wait := 50 * time.Millisecond; ; wait *= 2 {
-		td, err := adm.ListTopics(ctx, o.Topic)
-		if err != nil {
-			return 0, fmt.Errorf("describing progress topic %s: %w", o.Topic, err)
-		}
-		d := td[o.Topic]
-		if d.Err == nil && len(d.Partitions) > 0 {
-			return int32(len(d.Partitions)), nil
-		}
-		if wait > 5*time.Second {
-			return 0, fmt.Errorf("describing progress topic %s: %v", o.Topic, d.Err)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(wait):
-		}
-	}
+	return internaltopic.Partitions(ctx, adm, o.Topic)
 }
 
 // kmirror keeps the topic ID next to MM2's records, under a namespace of its

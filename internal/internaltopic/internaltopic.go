@@ -1,0 +1,81 @@
+// Package internaltopic creates the internal topics kmirror writes (Connect
+// offsets, offset syncs, offset index, checkpoints, heartbeats) the way MM2
+// does: create unless present, name the setting behind a bad replication
+// factor, and go on when the cluster forbids creating topics.
+package internaltopic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Spec describes one internal topic.
+type Spec struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int16             // -1 is the broker default
+	RFKey             string            // the setting ReplicationFactor came from, for errors
+	Configs           map[string]string // e.g. cleanup.policy
+}
+
+// Compacted is a single-partition compacted topic, as MM2 creates its
+// offset-syncs, checkpoints and heartbeats topics.
+func Compacted(name string, rf int16, rfKey string) Spec {
+	return Spec{Name: name, Partitions: 1, ReplicationFactor: rf, RFKey: rfKey, Configs: map[string]string{"cleanup.policy": "compact"}}
+}
+
+// Create makes the topic unless it exists. Missing authorization or an
+// unsupported CreateTopics API is not an error, as in MM2: an administrator
+// may have created the topic, and writing to it will tell. It reports
+// whether kmirror created the topic.
+func Create(ctx context.Context, adm *kadm.Client, s Spec) (bool, error) {
+	configs := make(map[string]*string, len(s.Configs))
+	for k, v := range s.Configs {
+		configs[k] = &v
+	}
+	resp, err := adm.CreateTopic(ctx, s.Partitions, s.ReplicationFactor, configs, s.Name)
+	if err == nil {
+		err = resp.Err
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, kerr.TopicAlreadyExists),
+		errors.Is(err, kerr.TopicAuthorizationFailed),
+		errors.Is(err, kerr.ClusterAuthorizationFailed),
+		errors.Is(err, kerr.UnsupportedVersion):
+		return false, nil
+	case errors.Is(err, kerr.InvalidReplicationFactor):
+		return false, fmt.Errorf("creating %s with replication factor %d (key %s): %w", s.Name, s.ReplicationFactor, s.RFKey, err)
+	default:
+		return false, fmt.Errorf("creating %s: %w", s.Name, err)
+	}
+}
+
+// Partitions returns the partition count of an existing topic, waiting
+// briefly for a topic created a moment ago to reach the brokers' metadata.
+func Partitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+	for wait := 50 * time.Millisecond; ; wait *= 2 {
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return 0, fmt.Errorf("describing %s: %w", topic, err)
+		}
+		d := td[topic]
+		if d.Err == nil && len(d.Partitions) > 0 {
+			return int32(len(d.Partitions)), nil
+		}
+		if wait > 5*time.Second {
+			return 0, fmt.Errorf("describing %s: %v", topic, d.Err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
