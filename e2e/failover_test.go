@@ -1,0 +1,470 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/mirrorclient"
+)
+
+// produceFailoverWorkload writes, to a two-partition topic, plain records
+// in batches of batch to partition 0 and transactions of 10 records to
+// partition 1 (a marker after each; the transactions listed in aborted are
+// aborted). Keys are unique.
+func produceFailoverWorkload(t *testing.T, a *testkafka.Cluster, topic string, plain, batch, txns int, aborted ...int) {
+	t.Helper()
+	cl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	for i := 0; i < plain; i += batch {
+		var recs []*kgo.Record
+		for j := i; j < min(i+batch, plain); j++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Key: fmt.Appendf(nil, "p0-%d", j), Value: []byte("plain")})
+		}
+		if err := cl.ProduceSync(ctx(t), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx := a.Client(t, kgo.TransactionalID("kmirror-e2e-"+topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for n := 0; n < txns; n++ {
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		for j := 0; j < 10; j++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: 1, Key: fmt.Appendf(nil, "p1-%d-%d", n, j), Value: []byte("txn")})
+		}
+		if err := tx.ProduceSync(ctx(t), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		abort := false
+		for _, x := range aborted {
+			abort = abort || x == n
+		}
+		if err := tx.EndTransaction(ctx(t), kgo.TransactionEndTry(!abort)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// commitOnA commits offsets for group on c as a member of the group would:
+// it joins (classic protocol), commits and leaves.
+func commitOnA(t *testing.T, c *testkafka.Cluster, group, topic string, offs map[int32]int64) {
+	t.Helper()
+	cl := c.Client(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer cl.Close()
+	jctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		cl.PollRecords(jctx, 1)
+		if jctx.Err() != nil {
+			t.Fatalf("group %s did not join on %s", group, c.Name)
+		}
+		if _, gen := cl.GroupMetadata(); gen >= 0 {
+			break
+		}
+	}
+	eo := make(map[int32]kgo.EpochOffset)
+	for p, o := range offs {
+		eo[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+	}
+	var cerr error
+	cl.CommitOffsetsSync(jctx, map[string]map[int32]kgo.EpochOffset{topic: eo},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			cerr = err
+			if err == nil {
+				for _, rt := range resp.Topics {
+					for _, rp := range rt.Partitions {
+						if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+							cerr = err
+						}
+					}
+				}
+			}
+		})
+	if cerr != nil {
+		t.Fatalf("committing %v for group %s on %s: %v", offs, group, c.Name, cerr)
+	}
+}
+
+// committed returns group's committed offsets of topic on c.
+func committed(t *testing.T, c *testkafka.Cluster, group, topic string) map[int32]int64 {
+	t.Helper()
+	offs, err := c.Admin(t).FetchOffsets(ctx(t), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil && o.At >= 0 {
+			out[o.Partition] = o.At
+		}
+	})
+	return out
+}
+
+// expectedDown is where an exact translation puts upstream offset u of
+// partition p: the number of records of p below u that reached the target
+// (committed records; markers and aborted records are not copied).
+func expectedDown(up []*kgo.Record, p int32, u int64) int64 {
+	var n int64
+	for _, r := range up {
+		if r.Partition == p && r.Offset < u {
+			n++
+		}
+	}
+	return n
+}
+
+// resumeCount compares what a consumer read on the target (records of the
+// remote topic, keys as upstream) with what the group had left upstream:
+// missed is upstream records at or after commit[p] not read, reread is
+// records read whose upstream offset is below commit[p].
+func resumeCount(up, read []*kgo.Record, commit map[int32]int64) (missed, reread int) {
+	upOff := make(map[string]*kgo.Record, len(up))
+	for _, r := range up {
+		upOff[string(r.Key)] = r
+	}
+	seen := make(map[string]bool)
+	for _, r := range read {
+		u := upOff[string(r.Key)]
+		if u == nil {
+			continue
+		}
+		seen[string(r.Key)] = true
+		if u.Offset < commit[u.Partition] {
+			reread++
+		}
+	}
+	for _, r := range up {
+		if r.Offset >= commit[r.Partition] && !seen[string(r.Key)] {
+			missed++
+		}
+	}
+	return missed, reread
+}
+
+// readGroupOnB joins group on c as a consumer of topic, reads from the
+// group's committed offsets (the start where it has none) to the end and
+// leaves without committing.
+func readGroupOnB(t *testing.T, c *testkafka.Cluster, group, topic string) []*kgo.Record {
+	t.Helper()
+	ends, err := c.Admin(t).ListEndOffsets(ctx(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := committed(t, c, group, topic)
+	left := map[int32]int64{} // partition -> end still to reach
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > start[o.Partition] {
+			left[o.Partition] = o.Offset
+		}
+	})
+	if len(left) == 0 {
+		return nil
+	}
+	cl := c.Client(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer cl.Close()
+	rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(left) > 0 {
+		fs := cl.PollFetches(rctx)
+		if rctx.Err() != nil {
+			t.Fatalf("group %s on %s: partitions %v not read to the end", group, c.Name, left)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, r)
+			if end, ok := left[r.Partition]; ok && r.Offset >= end-1 {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
+// member joins group on c as a consumer of topic and stays until the
+// returned function is called. KIP-848 members use the consumer protocol.
+func member(t *testing.T, c *testkafka.Cluster, group, topic string, kip848 bool) func() {
+	t.Helper()
+	opts := []kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit()}
+	if kip848 {
+		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pctx, cancel := context.WithCancel(context.Background())
+		go func() { <-stop; cancel() }()
+		for pctx.Err() == nil {
+			cl.PollFetches(pctx)
+		}
+	}()
+	waitFor(t, 30*time.Second, "a member in group "+group, func() bool {
+		_, _, members := describeGroup(t, c, group)
+		return members > 0
+	})
+	var once bool
+	leave := func() {
+		if once {
+			return
+		}
+		once = true
+		close(stop)
+		<-done
+		cl.Close()
+	}
+	t.Cleanup(leave)
+	return leave
+}
+
+// describeGroup returns a group's type, state and member count on c.
+func describeGroup(t *testing.T, c *testkafka.Cluster, group string) (string, string, int) {
+	t.Helper()
+	adm := c.Admin(t)
+	listed, err := adm.ListGroups(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ok := listed[group]
+	if !ok {
+		return "", "", 0
+	}
+	if l.GroupType == "consumer" {
+		ds, err := adm.DescribeConsumerGroups(ctx(t), group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.GroupType, ds[group].State, len(ds[group].Members)
+	}
+	ds, err := adm.DescribeGroups(ctx(t), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.GroupType, ds[group].State, len(ds[group].Members)
+}
+
+// offsetsJSON is the part of "kmirror offsets --output json" the tests read.
+type offsetsJSON struct {
+	Source     string   `json:"source"`
+	Applied    bool     `json:"applied"`
+	Notes      []string `json:"notes"`
+	Partitions []struct {
+		Topic                string `json:"topic"`
+		Partition            int32  `json:"partition"`
+		Upstream             int64  `json:"upstream_offset"`
+		Downstream           int64  `json:"downstream_offset"`
+		CheckpointDownstream *int64 `json:"checkpoint_downstream_offset"`
+		FreshDownstream      *int64 `json:"translated_downstream_offset"`
+		Action               string `json:"action"`
+	} `json:"partitions"`
+}
+
+// TestFailoverGroupOffsets runs kmirror (exact translation) with
+// checkpoints and group offset sync every second while groups sit at
+// various points on A, then fails each group over to B: with the synced
+// offsets, and separately with "kmirror offsets --apply", a consumer on B
+// misses nothing and reads nothing twice. Offsets are never written while
+// the group has an active member on B (classic or KIP-848), and never
+// moved backwards.
+func TestFailoverGroupOffsets(t *testing.T) {
+	t.Parallel()
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "failover")
+	a.CreateTopic(t, topic, 2, nil)
+	// Partition 0: 200 records in batches of 25. Partition 1: 12
+	// transactions of 10 (transaction k at 11k..11k+9, its marker at
+	// 11k+10), the fourth (33..42) aborted.
+	produceFailoverWorkload(t, a, topic, 200, 25, 12, 3)
+	up := a.ReadAll(t, topic)
+
+	g := func(s string) string { return topic + "-" + s }
+	commits := map[string]map[int32]int64{
+		"mid":    {0: 37, 1: 5},    // mid-batch, mid-transaction
+		"marker": {0: 50, 1: 10},   // batch boundary, the marker offset
+		"after":  {0: 199, 1: 11},  // one short of the end, first record after a marker
+		"abort":  {1: 38},          // inside the aborted transaction; partition 0 not at all
+		"caught": {0: 200, 1: 132}, // fully caught up
+		"rewind": {0: 60, 1: 22},
+	}
+	for name, offs := range commits {
+		commitOnA(t, a, g(name), topic, offs)
+	}
+	src, dst := alias(t, "src"), alias(t, "dst")
+	remote := src + "." + topic
+	// The group "rewind" went further on B already (a commit needs the
+	// topic to exist).
+	b.CreateTopic(t, remote, 2, nil)
+	o := make(kadm.Offsets)
+	o.Add(kadm.Offset{Topic: remote, Partition: 0, At: 180, LeaderEpoch: -1})
+	waitFor(t, 30*time.Second, "a commit on B", func() bool {
+		resp, err := b.Admin(t).CommitOffsets(ctx(t), g("rewind"), o)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Logf("commit on B: %v", err)
+		}
+		return err == nil
+	})
+
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
+		src+"->"+dst+".topics = "+topic,
+		"groups = "+topic+"-.*",
+		"emit.checkpoints.interval.seconds = 1",
+		"refresh.groups.interval.seconds = 1",
+		"sync.group.offsets.enabled = true",
+		"sync.group.offsets.interval.seconds = 1"))
+	p := startKmirror(t, cfg)
+
+	want := func(name string) map[int32]int64 {
+		out := map[int32]int64{}
+		for part, u := range commits[name] {
+			out[part] = expectedDown(up, part, u)
+		}
+		if name == "rewind" {
+			out[0] = 180 // never moved back
+		}
+		return out
+	}
+	waitFor(t, 90*time.Second, "synced offsets of every group on B", func() bool {
+		for name := range commits {
+			if fmt.Sprint(committed(t, b, g(name), remote)) != fmt.Sprint(want(name)) {
+				return false
+			}
+		}
+		return true
+	})
+
+	// 1. Consumers on B resume from the synced offsets.
+	for _, name := range []string{"mid", "marker", "after", "abort", "caught", "none"} {
+		read := readGroupOnB(t, b, g(name), remote)
+		missed, reread := resumeCount(up, read, commits[name])
+		t.Logf("group %-6s committed on A %v, synced on B %v: read %d, missed %d, re-read %d",
+			name, commits[name], committed(t, b, g(name), remote), len(read), missed, reread)
+		if missed != 0 || reread != 0 {
+			t.Errorf("group %s: a consumer on B missed %d and re-read %d records, want 0 and 0", name, missed, reread)
+		}
+	}
+
+	// 2. No write while the group has an active member on B.
+	leaveMid := member(t, b, g("mid"), remote, false)
+	leaveMarker := member(t, b, g("marker"), remote, true)
+	if typ, _, _ := describeGroup(t, b, g("marker")); typ != "consumer" {
+		t.Errorf("group %s on B is of type %q, want a KIP-848 consumer group", g("marker"), typ)
+	}
+	before := map[string]int64{"mid": committed(t, b, g("mid"), remote)[0], "marker": committed(t, b, g("marker"), remote)[0]}
+	commits["mid"] = map[int32]int64{0: 120, 1: 5}
+	commits["marker"] = map[int32]int64{0: 150, 1: 10}
+	commitOnA(t, a, g("mid"), topic, commits["mid"])
+	commitOnA(t, a, g("marker"), topic, commits["marker"])
+	mc, err := mirrorclient.New(mirrorclient.WithSeedBrokers(b.Bootstrap...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	waitFor(t, 30*time.Second, "checkpoints of the new commits", func() bool {
+		for name, u := range map[string]int64{"mid": 120, "marker": 150} {
+			cps, err := mc.RemoteCheckpoints(ctx(t), g(name), src, 10*time.Second)
+			if err != nil || cps[mirrorclient.TopicPartition{Topic: remote, Partition: 0}].UpstreamOffset != u {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(3 * time.Second) // three sync intervals
+	for _, name := range []string{"mid", "marker"} {
+		if got := committed(t, b, g(name), remote)[0]; got != before[name] {
+			t.Errorf("group %s moved from %d to %d on B while it had an active member", name, before[name], got)
+		}
+		out, code := runKmirror(t, 60*time.Second, "offsets", "--config", cfg, "--group", g(name), "--from", src, "--to", dst, "--apply")
+		if code == 0 || !strings.Contains(out, "refusing") || !strings.Contains(out, g(name)) || !strings.Contains(out, "active member") {
+			t.Errorf("offsets --apply for %s with an active member: exit %d, output:\n%s", name, code, out)
+		}
+	}
+	leaveMid()
+	leaveMarker()
+	waitFor(t, 30*time.Second, "sync once the members left", func() bool {
+		return committed(t, b, g("mid"), remote)[0] == expectedDown(up, 0, 120) &&
+			committed(t, b, g("marker"), remote)[0] == expectedDown(up, 0, 150)
+	})
+
+	// 3. Never rewinds: "rewind" stays at 180 on B until --allow-rewind.
+	if got := committed(t, b, g("rewind"), remote)[0]; got != 180 {
+		t.Errorf("group rewind moved back to %d on B", got)
+	}
+	out, code := runKmirror(t, 60*time.Second, "offsets", "--config", cfg, "--group", g("rewind"), "--from", src, "--to", dst, "--apply")
+	if code != 0 || !strings.Contains(out, "not moved backwards from 180 to 60") || !strings.Contains(out, "--allow-rewind") {
+		t.Errorf("offsets --apply for a group ahead on B: exit %d, output:\n%s", code, out)
+	}
+	if got := committed(t, b, g("rewind"), remote)[0]; got != 180 {
+		t.Errorf("offsets --apply moved group rewind back to %d", got)
+	}
+	p.stop()
+	out, code = runKmirror(t, 60*time.Second, "offsets", "--config", cfg, "--group", g("rewind"), "--from", src, "--to", dst, "--apply", "--allow-rewind")
+	if got := committed(t, b, g("rewind"), remote)[0]; code != 0 || got != 60 {
+		t.Errorf("offsets --apply --allow-rewind: exit %d, group at %d, want 60; output:\n%s", code, got, out)
+	}
+
+	// 4. "kmirror offsets --apply" alone, with kmirror stopped and the
+	// synced groups deleted on B.
+	names := []string{"mid", "marker", "after", "abort", "caught"}
+	var groups []string
+	for _, n := range names {
+		groups = append(groups, g(n))
+	}
+	if _, err := b.Admin(t).DeleteGroups(ctx(t), groups...); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		out, code := runKmirror(t, 60*time.Second, "offsets", "--config", cfg, "--group", g(name), "--from", src, "--to", dst, "--apply", "--output", "json")
+		var rep offsetsJSON
+		if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &rep); code != 0 || err != nil || !rep.Applied || rep.Source != "checkpoints" {
+			t.Errorf("offsets --apply for %s: exit %d, %v, output:\n%s", name, code, err, out)
+			continue
+		}
+		for _, r := range rep.Partitions {
+			// Exact mode: the checkpoint and a fresh translation agree.
+			if r.FreshDownstream == nil || *r.FreshDownstream != r.Downstream {
+				t.Errorf("group %s %s-%d: checkpoint %d, fresh translation %v", name, r.Topic, r.Partition, r.Downstream, r.FreshDownstream)
+			}
+		}
+		read := readGroupOnB(t, b, g(name), remote)
+		missed, reread := resumeCount(up, read, commits[name])
+		if missed != 0 || reread != 0 {
+			t.Errorf("group %s after offsets --apply: missed %d, re-read %d, want 0 and 0\n%s", name, missed, reread, out)
+		}
+	}
+
+	// 5. Bad inputs fail with a clear message.
+	bad := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--group", g("nosuch"), "--from", src, "--to", dst}, "unknown group"},
+		{[]string{"--group", g("mid"), "--from", dst, "--to", src}, "no checkpoints"},
+		{[]string{"--group", g("mid"), "--from", src, "--to", "nosuch"}, `unknown cluster alias "nosuch"`},
+	}
+	for _, tt := range bad {
+		out, code := runKmirror(t, 60*time.Second, append([]string{"offsets", "--config", cfg}, tt.args...)...)
+		if code == 0 || !strings.Contains(out, tt.want) {
+			t.Errorf("offsets %v: exit %d, want non-zero and %q; output:\n%s", tt.args, code, tt.want, out)
+		}
+	}
+}
