@@ -28,7 +28,7 @@ type fakePair struct {
 	srcOpts, dstOpts []kgo.Opt
 }
 
-func newFakePair(t *testing.T) *fakePair {
+func newFakePair(t testing.TB) *fakePair {
 	t.Helper()
 	src, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
