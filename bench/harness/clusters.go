@@ -7,9 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/bench/latproxy"
 	"github.com/kmirror/kmirror/internal/kafkalocal"
@@ -101,6 +105,29 @@ func StartClusters(ctx context.Context, dir, libs string, delay time.Duration, l
 	c.Delayed = c.proxy.Addr()
 	ok = true
 	return c, nil
+}
+
+// DelayedRTT measures the round trip of a small request to the source
+// broker through the proxy (the median of five on a warm connection), to
+// show the delay is in the path.
+func (c *Clusters) DelayedRTT(ctx context.Context) (time.Duration, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Delayed))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	var rtts []time.Duration
+	for i := range 6 {
+		start := time.Now()
+		if _, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl); err != nil {
+			return 0, err
+		}
+		if i > 0 { // the first also dials
+			rtts = append(rtts, time.Since(start))
+		}
+	}
+	slices.Sort(rtts)
+	return rtts[len(rtts)/2], nil
 }
 
 // SourceFor is the source bootstrap a replicator uses for w.

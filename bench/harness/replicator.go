@@ -305,6 +305,11 @@ func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath s
 			res.StartupSeconds = now.Sub(start).Seconds()
 		}
 		if got >= res.Records {
+			if mode == waitExit {
+				// A process that ends by itself may be a zombie by now,
+				// without VmHWM; the limit's CPU and RSS are not reported.
+				cerr, herr = nil, nil
+			}
 			if cerr != nil || herr != nil {
 				res.Error = fmt.Sprintf("reading /proc: %v", errors.Join(cerr, herr))
 			}

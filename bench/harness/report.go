@@ -189,6 +189,9 @@ func method(b *strings.Builder, res *Results) {
 	p("| Go | %s |\n| Java | %s |\n| Kafka (brokers, MM2, ProducerPerformance) | %s, from the Maven jars |\n| kmirror | `%s` |\n", m.Go, m.Java, m.Kafka, m.KmirrorRev)
 	p("| broker JVM | `%s` |\n| MM2 and ProducerPerformance JVM | `%s` (as `connect-mirror-maker.sh`) |\n",
 		strings.Join(m.BrokerJVM, " "), strings.Join(m.MM2JVM, " "))
+	if m.WANRTTMillis > 0 {
+		p("| `wan` request round trip to the source, measured through the proxy | %.1f ms |\n", m.WANRTTMillis)
+	}
 	p("\nThe machine is shared: other work ran beside the benchmark, so single runs vary; that is why every figure is a median with its range.\n")
 	p("\n## Workloads\n\n| name | data |\n|---|---|\n")
 	for _, w := range m.Workloads {

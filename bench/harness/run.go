@@ -51,6 +51,7 @@ type Meta struct {
 	Kafka        string            `json:"kafka"`
 	KmirrorRev   string            `json:"kmirror_rev"`
 	TasksMax     int               `json:"tasks_max"`
+	WANRTTMillis float64           `json:"wan_rtt_ms,omitempty"` // measured through the proxy
 	Workloads    []string          `json:"workloads"`
 	Descriptions map[string]string `json:"descriptions"`
 	Properties   string            `json:"properties"` // example mm2.properties
@@ -130,6 +131,17 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	env := &Env{Clusters: cl, Libs: libs, Kmirror: bin, Dir: cfg.Dir, Log: cfg.Log, TasksMax: cfg.TasksMax, Timeout: cfg.Timeout}
 	defer env.Close()
 
+	for _, w := range wls {
+		if w.Delay > 0 {
+			rtt, err := cl.DelayedRTT(ctx)
+			if err != nil {
+				return res, fmt.Errorf("round trip through the proxy: %w", err)
+			}
+			res.Meta.WANRTTMillis = float64(rtt.Microseconds()) / 1000
+			fmt.Fprintf(cfg.Log, "kbench: request round trip to the source through the proxy: %v\n", rtt.Round(100*time.Microsecond))
+			break
+		}
+	}
 	loaded := map[string]bool{}
 	for i, w := range wls {
 		n := w.Records
