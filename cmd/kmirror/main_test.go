@@ -28,3 +28,26 @@ func TestCommands(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBytes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"128MiB", 128 << 20, true},
+		{"1GiB", 1 << 30, true},
+		{"4096", 4096, true},
+		{"512KiB", 512 << 10, true},
+		{"10B", 10, true},
+		{"-1MiB", 0, false},
+		{"lots", 0, false},
+		{"", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := parseBytes(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}

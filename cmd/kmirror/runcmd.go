@@ -8,9 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,7 +33,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	clusters := fs.String("clusters", "", "comma-separated target cluster aliases: run only flows into these (all when empty)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
+	memLimit := fs.String("memory-limit", "128MiB", "soft limit of the Go heap (GOMEMLIMIT syntax; the GOMEMLIMIT variable wins); 'off' for none")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and profiles at /debug/pprof/ (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -40,6 +44,10 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
+		fmt.Fprintln(stderr, "kmirror run:", err)
+		return 2
+	}
+	if err := setMemoryLimit(*memLimit); err != nil {
 		fmt.Fprintln(stderr, "kmirror run:", err)
 		return 2
 	}
@@ -74,7 +82,11 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	m := metrics.New()
 	if *metricsAddr != "" {
-		srv := &http.Server{Addr: *metricsAddr, Handler: promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		srv := &http.Server{Addr: *metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics server failed", "addr", *metricsAddr, "err", err)
@@ -141,6 +153,42 @@ func heartbeatPairs(cfg *config.Config, only []string, log *slog.Logger) []*conf
 		}
 	}
 	return out
+}
+
+// setMemoryLimit applies --memory-limit unless GOMEMLIMIT is set. A
+// replicator's heap is mostly data passing through; a soft limit keeps the
+// garbage collector from letting it grow to twice the live data.
+func setMemoryLimit(v string) error {
+	if os.Getenv("GOMEMLIMIT") != "" || v == "off" {
+		return nil
+	}
+	n, err := parseBytes(v)
+	if err != nil {
+		return fmt.Errorf("--memory-limit %q: %v", v, err)
+	}
+	debug.SetMemoryLimit(n)
+	return nil
+}
+
+// parseBytes reads a size in GOMEMLIMIT's syntax: a number with an optional
+// B, KiB, MiB, GiB or TiB suffix.
+func parseBytes(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(v, u.suffix) {
+			v, mult = strings.TrimSuffix(v, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("want a positive size such as 128MiB")
+	}
+	return n * mult, nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -31,6 +31,10 @@ import (
 // every second so that a crash re-copies at most about a second of data.
 const DefaultFlushInterval = time.Second
 
+// DefaultFetchMaxBytes bounds one fetch response when fetch.max.bytes is
+// not set.
+const DefaultFetchMaxBytes = 16 << 20
+
 // CommitRecords is how many acknowledged records make progress be saved
 // before the flush interval is up.
 const CommitRecords = 5000
@@ -72,13 +76,25 @@ func (f *Flow) client(role string, kind clients.Role, props map[string]string, e
 	if v := props["client.id"]; v != "" {
 		id = v + "|" + id
 	}
-	opts := append(append([]kgo.Opt{}, conn...), kgo.ClientID(id))
+	opts := append(append(roleDefaults(kind, props), conn...), kgo.ClientID(id))
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("flow %s, %s client: %w", f.cfg.Name(), role, err)
 	}
 	f.closers = append(f.closers, cl.Close)
 	return cl, opts, nil
+}
+
+// roleDefaults are kmirror's own defaults, which the Java properties of the
+// role override. A replicator's memory is mostly fetched data, so fetches are
+// smaller than Java's 50 MiB unless fetch.max.bytes says otherwise.
+func roleDefaults(kind clients.Role, props map[string]string) []kgo.Opt {
+	if kind == clients.Consumer {
+		if _, ok := props["fetch.max.bytes"]; !ok {
+			return []kgo.Opt{kgo.FetchMaxBytes(DefaultFetchMaxBytes)}
+		}
+	}
+	return nil
 }
 
 func (f *Flow) close() {
