@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -627,4 +628,89 @@ func TestRedeliveryAfterFailover(t *testing.T) {
 		fmt.Fprintf(&sb, "| %s | %s |\n", p.name, strings.Join(table[pi], " | "))
 	}
 	t.Logf("records re-read by a consumer resuming on B at the checkpoint:%s", sb.String())
+}
+
+// topologyJSON is the part of "kmirror topology --output json" the tests
+// read.
+type topologyJSON struct {
+	Edges []struct {
+		Source     string   `json:"source"`
+		Target     string   `json:"target"`
+		Configured bool     `json:"configured"`
+		AgeSeconds *float64 `json:"last_heartbeat_age_seconds"`
+	} `json:"replications"`
+	Paths             []string `json:"paths"`
+	ConfiguredNotSeen []string `json:"configured_not_seen"`
+	SeenNotConfigured []string `json:"seen_not_configured"`
+}
+
+// TestTopologyChain runs kmirror A->B->C on three clusters and checks
+// that "kmirror topology" finds both hops and the path from the
+// heartbeats, and sets them against the flows a file configures.
+func TestTopologyChain(t *testing.T) {
+	t.Parallel()
+	cs := testkafka.Start(t, testkafka.Options{Clusters: 3, Nodes: 1})
+	base := []string{"clusters = A, B, C"}
+	for i, name := range []string{"A", "B", "C"} {
+		base = append(base, name+".bootstrap.servers = "+strings.Join(cs[i].Bootstrap, ","))
+	}
+	base = append(base,
+		"replication.factor = 1",
+		"checkpoints.topic.replication.factor = 1",
+		"heartbeats.topic.replication.factor = 1",
+		"offset-syncs.topic.replication.factor = 1",
+		"offset.storage.replication.factor = 1",
+		"status.storage.replication.factor = 1",
+		"config.storage.replication.factor = 1",
+		"refresh.topics.interval.seconds = 1",
+		"emit.heartbeats.interval.seconds = 1",
+		"topics = none",
+	)
+	conf := func(flows ...string) string {
+		lines := slices.Clone(base)
+		for _, f := range flows {
+			lines = append(lines, f+".enabled = true")
+		}
+		return writeFile(t, "mm2.properties", strings.Join(lines, "\n")+"\n")
+	}
+	cfg := conf("A->B", "B->C")
+	startKmirror(t, cfg)
+
+	topo := func(cfg string) (topologyJSON, string) {
+		out, code := runKmirror(t, 60*time.Second, "topology", "--config", cfg, "--output", "json")
+		var tj topologyJSON
+		if code != 0 || json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &tj) != nil {
+			t.Fatalf("kmirror topology: exit %d, output:\n%s", code, out)
+		}
+		return tj, out
+	}
+	var got topologyJSON
+	waitFor(t, 60*time.Second, "the path A->B->C in the heartbeats", func() bool {
+		got, _ = topo(cfg)
+		return slices.Contains(got.Paths, "A->B->C")
+	})
+	var edges []string
+	for _, e := range got.Edges {
+		edges = append(edges, fmt.Sprintf("%s->%s configured=%v", e.Source, e.Target, e.Configured))
+		if e.AgeSeconds == nil || *e.AgeSeconds > 30 {
+			t.Errorf("edge %s->%s: last heartbeat age %v, want under 30s", e.Source, e.Target, e.AgeSeconds)
+		}
+	}
+	if want := []string{"A->B configured=true", "B->C configured=true"}; !slices.Equal(edges, want) {
+		t.Errorf("replications %q, want %q", edges, want)
+	}
+	if len(got.ConfiguredNotSeen) != 0 || len(got.SeenNotConfigured) != 0 {
+		t.Errorf("configured not seen %q, seen not configured %q; want none", got.ConfiguredNotSeen, got.SeenNotConfigured)
+	}
+
+	// A file that configures C->A instead of B->C.
+	other, out := topo(conf("A->B", "C->A"))
+	if !slices.Equal(other.ConfiguredNotSeen, []string{"C->A"}) || !slices.Equal(other.SeenNotConfigured, []string{"B->C"}) {
+		t.Errorf("configured not seen %q (want [C->A]), seen not configured %q (want [B->C]):\n%s", other.ConfiguredNotSeen, other.SeenNotConfigured, out)
+	}
+	text, code := runKmirror(t, 60*time.Second, "topology", "--config", cfg)
+	t.Logf("kmirror topology:\n%s", text)
+	if code != 0 || !strings.Contains(text, "A->B->C") {
+		t.Errorf("text output: exit %d:\n%s", code, text)
+	}
 }
