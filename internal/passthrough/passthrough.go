@@ -1,0 +1,1156 @@
+// Package passthrough is kmirror's fast data path: it forwards the record
+// batches of assigned source partitions to the same partition of their
+// remote topics as they are, without decompressing or recompressing them.
+// Only the header fields the target needs are rewritten: producer ID,
+// epoch and base sequence of kmirror's idempotent producer, the cleared
+// transactional bit, and the CRC.
+//
+// The franz-go clients serve as transport and metadata only: fetches
+// (read_committed, filtered here as Kafka's consumer does), produces
+// (idempotent, acks=all, one batch of a partition in flight) and
+// InitProducerID are raw kmsg requests, one per broker for all its
+// partitions.
+//
+// A batch that cannot go out as it is (message format v0/v1,
+// LogAppendTime, holes in its offsets, larger than the target accepts, a
+// flow that adds the provenance header, or one that starts before the
+// resume offset) is decoded and re-encoded with the same codec.
+//
+// A Pipeline keeps the contract of replicate.Replicator: Assign, Revoke,
+// Positions, Commit, AckedSinceCommit and Run, with the same meaning of
+// progress and the same offset syncs.
+package passthrough
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/offsetsync"
+	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/replicate"
+)
+
+// Defaults of the tuning fields of Config.
+const (
+	DefaultFetchMaxBytes     = 16 << 20
+	DefaultPartitionMaxBytes = 1 << 20
+	DefaultBufferBytes       = 128 << 20
+	DefaultFetchMaxWait      = 500 * time.Millisecond
+	// defaultMaxMessageBytes is Kafka's default max.message.bytes, used
+	// until the target topic's own value is known.
+	defaultMaxMessageBytes = 1048588
+	// produceMaxBytes bounds the batches of one produce request.
+	produceMaxBytes = 16 << 20
+	// brokerInflight bounds the produce requests in flight per broker.
+	brokerInflight = 5
+)
+
+// Config is what a Pipeline needs.
+type Config struct {
+	SourceAlias, TargetAlias string
+	// Source is any client of the source cluster; only its connections
+	// and metadata are used.
+	Source *kgo.Client
+	// SourceAdmin lists offsets and reads source metadata.
+	SourceAdmin *kadm.Client
+	// Target is any client of the target cluster; only its connections
+	// and metadata are used.
+	Target *kgo.Client
+	// TargetAdmin reads target metadata and topic configs; nil means
+	// kadm.NewClient(Target).
+	TargetAdmin *kadm.Client
+	Progress    *progress.Store
+	// Syncs receives every acknowledged (upstream, downstream) pair; nil
+	// disables offset syncs.
+	Syncs *offsetsync.Writer
+	// StartAtEnd starts partitions without progress at the log end.
+	StartAtEnd bool
+	// AddOrigin writes replicate.OriginHeader on records that lack it and
+	// drops records that came from the target. It forces every batch
+	// through decode and re-encode.
+	AddOrigin bool
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+
+	// FetchMaxBytes bounds one fetch response, PartitionMaxBytes one
+	// partition of it, BufferBytes what is fetched and not yet
+	// acknowledged by the target. Zero means the default.
+	FetchMaxBytes, PartitionMaxBytes int32
+	BufferBytes                      int64
+	FetchMaxWait                     time.Duration
+}
+
+// Pipeline runs the passthrough path of one flow.
+type Pipeline struct {
+	cfg   Config
+	tadm  *kadm.Client
+	dec   kgo.Decompressor
+	enc   *encoder
+	wakeC chan struct{}
+	wg    sync.WaitGroup
+
+	mu        sync.Mutex
+	parts     map[progress.TP]*partition
+	pid       int64 // -1 until InitProducerID answered
+	epoch     int16
+	needPID   bool
+	needMeta  bool
+	lastMeta  time.Time
+	fetching  map[int32]bool // source brokers with a fetch in flight
+	fetchesIn int
+	producing map[int32]int // target brokers: produce requests in flight
+	produceIn int
+	buffered  int64 // bytes of queued batches
+
+	ackedSince atomic.Int64
+}
+
+// partition is the state of one assigned source partition; pl.mu guards it.
+type partition struct {
+	tp     progress.TP
+	remote string
+	labels prometheus.Labels
+
+	recordCount, byteCount prometheus.Counter
+	recordAge, latency     prometheus.Gauge
+
+	gen        int   // bumped when the fetch position jumps; older fetches are dropped
+	next       int64 // next source offset to fetch; -1 until resolved
+	done       int64 // every source offset <= done is acknowledged or skipped; -1 none
+	reset      bool  // the source log restarted: save done even when it is -1
+	outOfRange bool
+	stopped    bool  // a fatal error stopped the partition
+	stopAfter  error // stop with this error once the queue is sent
+	revoked    bool
+
+	queue    []*outBatch // fetched, not acknowledged; queue[0] may be in flight
+	queued   int64       // bytes in queue
+	inflight bool
+	fetching bool
+	seq      int32 // next base sequence under the current producer ID
+	retryAt  time.Time
+	retries  int
+
+	srcLeader, srcEpoch, tgtLeader int32
+	srcID, tgtID                   [16]byte
+	maxBytes                       int // target max.message.bytes
+}
+
+// outBatch is one v2 batch on its way to the target.
+type outBatch struct {
+	raw       []byte  // complete batch; its header is stamped at each send
+	first     int64   // source offset of the first record
+	last      int64   // source offset the batch completes
+	count     int32   // records
+	offsets   []int64 // source offset of each record; nil means first+i
+	advanceTo int64   // skipped source offsets that complete with this batch
+	maxTS     int64
+	seq       int32
+	seqSet    bool
+}
+
+func (b *outBatch) offset(i int) int64 {
+	if b.offsets != nil {
+		return b.offsets[i]
+	}
+	return b.first + int64(i)
+}
+
+// New returns a Pipeline; call Run to start it.
+func New(cfg Config) *Pipeline {
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	if cfg.PartitionMaxBytes <= 0 {
+		cfg.PartitionMaxBytes = DefaultPartitionMaxBytes
+	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = DefaultBufferBytes
+	}
+	if cfg.FetchMaxWait <= 0 {
+		cfg.FetchMaxWait = DefaultFetchMaxWait
+	}
+	tadm := cfg.TargetAdmin
+	if tadm == nil {
+		tadm = kadm.NewClient(cfg.Target)
+	}
+	return &Pipeline{
+		cfg:       cfg,
+		tadm:      tadm,
+		dec:       kgo.DefaultDecompressor(),
+		enc:       newEncoder(),
+		wakeC:     make(chan struct{}, 1),
+		parts:     make(map[progress.TP]*partition),
+		pid:       -1,
+		fetching:  make(map[int32]bool),
+		producing: make(map[int32]int),
+	}
+}
+
+func (pl *Pipeline) wake() {
+	select {
+	case pl.wakeC <- struct{}{}:
+	default:
+	}
+}
+
+// Assign starts replicating ps from their saved progress (or the log
+// start, or end with StartAtEnd). Already assigned partitions are left as
+// they are.
+func (pl *Pipeline) Assign(ps []replicate.Partition) {
+	m := pl.cfg.Metrics
+	pl.mu.Lock()
+	for _, a := range ps {
+		if _, ok := pl.parts[a.TP]; ok {
+			continue
+		}
+		l := prometheus.Labels{"source": pl.cfg.SourceAlias, "target": pl.cfg.TargetAlias, "topic": a.Remote, "partition": strconv.Itoa(int(a.TP.Partition))}
+		p := &partition{
+			tp: a.TP, remote: a.Remote, labels: l,
+			recordCount: m.RecordCount.With(l), byteCount: m.ByteCount.With(l),
+			recordAge: m.RecordAgeMs.With(l), latency: m.ReplicationLatencyMs.With(l),
+			next: -1, done: -1, srcLeader: -1, tgtLeader: -1, maxBytes: defaultMaxMessageBytes,
+		}
+		from := "log start"
+		if saved, ok := pl.cfg.Progress.Get(a.TP); ok && saved >= 0 {
+			p.done, p.next = saved, saved+1
+			from = strconv.FormatInt(saved+1, 10)
+		} else if pl.cfg.StartAtEnd {
+			from = "log end"
+		}
+		pl.parts[a.TP] = p
+		pl.needMeta = true
+		pl.cfg.Log.Info("replicating partition (passthrough)", "topic", a.TP.Topic, "partition", a.TP.Partition, "remote", a.Remote, "from", from)
+	}
+	pl.mu.Unlock()
+	pl.wake()
+}
+
+// Revoke stops replicating tps, waits for their batches in flight and
+// saves their progress. Batches fetched and not yet sent are dropped.
+func (pl *Pipeline) Revoke(ctx context.Context, tps []progress.TP) error {
+	pl.mu.Lock()
+	var ps []*partition
+	for _, tp := range tps {
+		p := pl.parts[tp]
+		if p == nil {
+			continue
+		}
+		p.revoked = true
+		p.gen++
+		pl.dropQueueLocked(p, p.inflight)
+		ps = append(ps, p)
+	}
+	pl.mu.Unlock()
+	final := make(map[progress.TP]int64)
+	for _, p := range ps {
+		for {
+			pl.mu.Lock()
+			busy := p.inflight
+			if !busy && (p.done >= 0 || p.reset) {
+				final[p.tp] = p.done
+			}
+			pl.mu.Unlock()
+			if !busy {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	if err := pl.cfg.Progress.Save(ctx, final); err != nil {
+		return err
+	}
+	pl.mu.Lock()
+	for _, p := range ps {
+		pl.dropQueueLocked(p, false)
+		delete(pl.parts, p.tp)
+		if pl.cfg.Syncs != nil {
+			pl.cfg.Syncs.Forget(p.tp.Topic, p.tp.Partition)
+		}
+	}
+	pl.mu.Unlock()
+	return nil
+}
+
+// dropQueueLocked forgets p's queued batches, except the head if keepHead.
+func (pl *Pipeline) dropQueueLocked(p *partition, keepHead bool) {
+	keep := 0
+	if keepHead && len(p.queue) > 0 {
+		keep = 1
+	}
+	for _, b := range p.queue[keep:] {
+		p.queued -= int64(len(b.raw))
+		pl.buffered -= int64(len(b.raw))
+	}
+	clear(p.queue[keep:])
+	p.queue = p.queue[:keep]
+}
+
+// Positions returns, for every assigned partition with progress, the last
+// source offset that is safely on the target.
+func (pl *Pipeline) Positions() map[progress.TP]int64 {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	out := make(map[progress.TP]int64, len(pl.parts))
+	for tp, p := range pl.parts {
+		if p.done >= 0 || p.reset {
+			out[tp] = p.done
+		}
+	}
+	return out
+}
+
+// AckedSinceCommit returns how many records the target acknowledged since
+// the last Commit began.
+func (pl *Pipeline) AckedSinceCommit() int64 { return pl.ackedSince.Load() }
+
+// Commit saves the progress of every partition and publishes the offset
+// syncs that were held back.
+func (pl *Pipeline) Commit(ctx context.Context) error {
+	pl.ackedSince.Store(0)
+	if err := pl.cfg.Progress.Save(ctx, pl.Positions()); err != nil {
+		return err
+	}
+	if pl.cfg.Syncs != nil {
+		return pl.cfg.Syncs.Flush(ctx)
+	}
+	return nil
+}
+
+// Run fetches from the source and produces to the target until ctx ends,
+// then stops fetching, waits up to drain for the fetched batches to reach
+// the target, and saves progress one last time.
+func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
+	// Produce requests have their own context, so that stopping lets
+	// fetched batches reach the target.
+	pctx, pcancel := context.WithCancel(context.Background())
+	defer pcancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		pl.maintain(ctx)
+		pl.startFetches(ctx)
+		pl.startProduces(pctx)
+		select {
+		case <-ctx.Done():
+		case <-pl.wakeC:
+		case <-tick.C:
+		}
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	var drainErr error
+	for !pl.idle() {
+		pl.maintain(dctx)
+		pl.startProduces(pctx)
+		select {
+		case <-dctx.Done():
+			drainErr = fmt.Errorf("waiting for batches in flight: %w", dctx.Err())
+		case <-pl.wakeC:
+		case <-tick.C:
+		}
+		if drainErr != nil {
+			break
+		}
+	}
+	pcancel()
+	pl.wg.Wait()
+	cctx, ccancel := context.WithTimeout(context.Background(), max(drain/2, 5*time.Second))
+	defer ccancel()
+	return errors.Join(drainErr, pl.Commit(cctx))
+}
+
+// idle reports whether nothing is in flight and nothing waits to be sent.
+func (pl *Pipeline) idle() bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.produceIn > 0 {
+		return false
+	}
+	for _, p := range pl.parts {
+		if len(p.queue) > 0 && !p.stopped && !p.revoked {
+			return false
+		}
+	}
+	return true
+}
+
+// maintain does what the request loops need first: a producer ID,
+// metadata, start offsets, recovery from out-of-range fetches.
+func (pl *Pipeline) maintain(ctx context.Context) {
+	pl.mu.Lock()
+	needPID := (pl.pid < 0 || pl.needPID) && pl.produceIn == 0
+	needMeta := pl.needMeta || time.Since(pl.lastMeta) > 30*time.Second
+	var resolve, oor []*partition
+	for _, p := range pl.parts {
+		switch {
+		case p.stopped || p.revoked:
+		case p.next < 0:
+			resolve = append(resolve, p)
+		case p.outOfRange:
+			oor = append(oor, p)
+		}
+	}
+	pl.mu.Unlock()
+	if needPID {
+		pl.initProducerID(ctx)
+	}
+	if needMeta {
+		pl.refreshMetadata(ctx)
+	}
+	if len(resolve) > 0 {
+		pl.resolveStarts(ctx, resolve)
+	}
+	for _, p := range oor {
+		pl.outOfRange(ctx, p)
+	}
+}
+
+func (pl *Pipeline) initProducerID(ctx context.Context) {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionTimeoutMillis = 60000
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, pl.cfg.Target)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			pl.cfg.Log.Warn("passthrough: cannot get a producer ID from the target; retrying", "err", err)
+		}
+		return
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.pid, pl.epoch, pl.needPID = resp.ProducerID, resp.ProducerEpoch, false
+	for _, p := range pl.parts {
+		p.seq = 0
+		for _, b := range p.queue {
+			b.seqSet = false
+		}
+	}
+	pl.cfg.Log.Debug("passthrough producer ID", "id", resp.ProducerID, "epoch", resp.ProducerEpoch)
+}
+
+// refreshMetadata learns leaders, leader epochs and topic IDs on both
+// sides and the target topics' max.message.bytes.
+func (pl *Pipeline) refreshMetadata(ctx context.Context) {
+	pl.mu.Lock()
+	pl.needMeta = false
+	pl.lastMeta = time.Now()
+	srcSet, dstSet := map[string]bool{}, map[string]bool{}
+	for _, p := range pl.parts {
+		srcSet[p.tp.Topic], dstSet[p.remote] = true, true
+	}
+	pl.mu.Unlock()
+	if len(srcSet) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	src, err1 := pl.cfg.SourceAdmin.Metadata(rctx, keys(srcSet)...)
+	dst, err2 := pl.tadm.Metadata(rctx, keys(dstSet)...)
+	cfgs, err3 := pl.tadm.DescribeTopicConfigs(rctx, keys(dstSet)...)
+	if err := errors.Join(err1, err2); err != nil {
+		if ctx.Err() == nil {
+			pl.cfg.Log.Warn("passthrough: metadata refresh failed; retrying", "err", err)
+		}
+		pl.mu.Lock()
+		pl.needMeta = true
+		pl.mu.Unlock()
+		return
+	}
+	maxBytes := map[string]int{}
+	if err3 == nil {
+		for _, rc := range cfgs {
+			for _, c := range rc.Configs {
+				if c.Key == "max.message.bytes" {
+					if n, err := strconv.Atoi(c.MaybeValue()); err == nil && n > headerSize {
+						maxBytes[rc.Name] = n
+					}
+				}
+			}
+		}
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, p := range pl.parts {
+		p.srcLeader, p.tgtLeader = -1, -1
+		if t, ok := src.Topics[p.tp.Topic]; ok && t.Err == nil {
+			p.srcID = t.ID
+			if d, ok := t.Partitions[p.tp.Partition]; ok && d.Err == nil {
+				p.srcLeader, p.srcEpoch = d.Leader, d.LeaderEpoch
+			}
+		}
+		if t, ok := dst.Topics[p.remote]; ok && t.Err == nil {
+			p.tgtID = t.ID
+			if d, ok := t.Partitions[p.tp.Partition]; ok && d.Err == nil {
+				p.tgtLeader = d.Leader
+			}
+		}
+		if n, ok := maxBytes[p.remote]; ok {
+			p.maxBytes = n
+		}
+		if p.srcLeader < 0 || p.tgtLeader < 0 {
+			pl.needMeta = true // try again soon
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// resolveStarts sets the fetch position of partitions without progress.
+func (pl *Pipeline) resolveStarts(ctx context.Context, ps []*partition) {
+	topics := map[string]bool{}
+	for _, p := range ps {
+		topics[p.tp.Topic] = true
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	list := pl.cfg.SourceAdmin.ListStartOffsets
+	if pl.cfg.StartAtEnd {
+		list = pl.cfg.SourceAdmin.ListEndOffsets
+	}
+	offs, err := list(rctx, keys(topics)...)
+	if err != nil {
+		if ctx.Err() == nil {
+			pl.cfg.Log.Warn("passthrough: cannot list start offsets; retrying", "err", err)
+		}
+		return
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, p := range ps {
+		if o, ok := offs.Lookup(p.tp.Topic, p.tp.Partition); ok && o.Err == nil && p.next < 0 {
+			p.next = o.Offset
+			p.gen++
+		}
+	}
+}
+
+// outOfRange handles a fetch position that is not in the source log: the
+// records between it and the log start are gone and are reported, never
+// skipped silently.
+func (pl *Pipeline) outOfRange(ctx context.Context, p *partition) {
+	tp := p.tp
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	starts, err1 := pl.cfg.SourceAdmin.ListStartOffsets(rctx, tp.Topic)
+	ends, err2 := pl.cfg.SourceAdmin.ListEndOffsets(rctx, tp.Topic)
+	if err := errors.Join(err1, err2); err != nil {
+		pl.cfg.Log.Warn("cannot list offsets after offset out of range; retrying", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		return
+	}
+	start, ok1 := starts.Lookup(tp.Topic, tp.Partition)
+	end, ok2 := ends.Lookup(tp.Topic, tp.Partition)
+	if !ok1 || !ok2 || start.Err != nil || end.Err != nil {
+		pl.cfg.Log.Warn("cannot list offsets after offset out of range; retrying", "topic", tp.Topic, "partition", tp.Partition)
+		return
+	}
+	lost := pl.cfg.Metrics.RecordsLost.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, tp.Topic, strconv.Itoa(int(tp.Partition)))
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	p.outOfRange = false
+	want := p.next
+	resume := want
+	switch {
+	case want < start.Offset:
+		n := start.Offset - want
+		pl.cfg.Log.Error("source records lost before replication: removed upstream (retention or DeleteRecords) before kmirror copied them",
+			"topic", tp.Topic, "partition", tp.Partition, "first_lost", want, "last_lost", start.Offset-1, "count", n)
+		lost.Add(float64(n))
+		resume = start.Offset
+	case want > end.Offset:
+		pl.cfg.Log.Error("source partition is shorter than what was replicated: the topic was deleted and re-created, or its log truncated; records written after offset "+
+			strconv.FormatInt(want-1, 10)+" of the old log and not yet copied are lost; continuing from the log start",
+			"topic", tp.Topic, "partition", tp.Partition, "expected", want, "log_start", start.Offset, "log_end", end.Offset)
+		lost.Add(0)
+		resume = start.Offset
+	}
+	if resume != want {
+		p.next = resume
+		p.gen++
+		pl.skipLocked(p, resume-1)
+		if resume < want {
+			// The log restarted below what was done: progress follows it.
+			p.done, p.reset = resume-1, true
+		}
+	}
+}
+
+// skipLocked marks source offsets up to off as handled without a record
+// on the target: at once if nothing is queued, else with the last queued
+// batch.
+func (pl *Pipeline) skipLocked(p *partition, off int64) {
+	if n := len(p.queue); n > 0 {
+		p.queue[n-1].advanceTo = max(p.queue[n-1].advanceTo, off)
+		return
+	}
+	if off > p.done {
+		p.done = off
+	}
+}
+
+// fetchAsk is what one fetch asked of a partition.
+type fetchAsk struct {
+	p        *partition
+	offset   int64
+	gen      int
+	maxBytes int
+}
+
+// startFetches sends one fetch to every source broker that leads a
+// partition with room in its buffer and has no fetch in flight.
+func (pl *Pipeline) startFetches(ctx context.Context) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	now := time.Now()
+	perPart := 4 * int64(pl.cfg.PartitionMaxBytes)
+	byBroker := map[int32][]*partition{}
+	for _, p := range pl.parts {
+		if p.stopped || p.stopAfter != nil || p.revoked || p.fetching || p.outOfRange || p.next < 0 || p.srcLeader < 0 ||
+			p.queued >= perPart || now.Before(p.retryAt) || pl.fetching[p.srcLeader] {
+			continue
+		}
+		byBroker[p.srcLeader] = append(byBroker[p.srcLeader], p)
+	}
+	for broker, ps := range byBroker {
+		if pl.buffered > 0 && pl.buffered+int64(pl.fetchesIn+1)*int64(pl.cfg.FetchMaxBytes) > pl.cfg.BufferBytes {
+			return
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis = int32(pl.cfg.FetchMaxWait.Milliseconds())
+		req.MinBytes = 1
+		req.MaxBytes = pl.cfg.FetchMaxBytes
+		req.IsolationLevel = 1 // read_committed
+		asks := map[progress.TP]fetchAsk{}
+		byTopic := map[string]int{}
+		for _, p := range ps {
+			i, ok := byTopic[p.tp.Topic]
+			if !ok {
+				t := kmsg.NewFetchRequestTopic()
+				t.Topic, t.TopicID = p.tp.Topic, p.srcID
+				req.Topics = append(req.Topics, t)
+				i = len(req.Topics) - 1
+				byTopic[p.tp.Topic] = i
+			}
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition = p.tp.Partition
+			rp.CurrentLeaderEpoch = p.srcEpoch
+			rp.FetchOffset = p.next
+			rp.PartitionMaxBytes = pl.cfg.PartitionMaxBytes
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+			asks[p.tp] = fetchAsk{p: p, offset: p.next, gen: p.gen, maxBytes: p.maxBytes}
+			p.fetching = true
+		}
+		pl.fetching[broker] = true
+		pl.fetchesIn++
+		pl.wg.Add(1)
+		go pl.fetch(ctx, broker, req, asks)
+	}
+}
+
+// fetch runs one fetch request and hands each partition's data on.
+func (pl *Pipeline) fetch(ctx context.Context, broker int32, req *kmsg.FetchRequest, asks map[progress.TP]fetchAsk) {
+	defer pl.wg.Done()
+	defer func() {
+		pl.mu.Lock()
+		delete(pl.fetching, broker)
+		pl.fetchesIn--
+		for _, a := range asks {
+			a.p.fetching = false
+		}
+		pl.mu.Unlock()
+		pl.wake()
+	}()
+	byID := map[[16]byte]string{}
+	for _, t := range req.Topics {
+		byID[t.TopicID] = t.Topic
+	}
+	resp, err := pl.cfg.Source.Broker(int(broker)).Request(ctx, req)
+	if err == nil {
+		if fr := resp.(*kmsg.FetchResponse); fr.ErrorCode != 0 {
+			err = kerr.ErrorForCode(fr.ErrorCode)
+		}
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			pl.cfg.Log.Warn("passthrough: fetch failed; refreshing metadata", "broker", broker, "err", err)
+			pl.mu.Lock()
+			pl.needMeta = true
+			for _, a := range asks {
+				a.p.retryAt = time.Now().Add(200 * time.Millisecond)
+			}
+			pl.mu.Unlock()
+		}
+		return
+	}
+	for _, t := range resp.(*kmsg.FetchResponse).Topics {
+		topic := t.Topic
+		if topic == "" {
+			topic = byID[t.TopicID]
+		}
+		for i := range t.Partitions {
+			rp := &t.Partitions[i]
+			if a, ok := asks[progress.TP{Topic: topic, Partition: rp.Partition}]; ok {
+				pl.fetched(a, rp)
+			}
+		}
+	}
+}
+
+// item is one step of a fetched partition: a batch to send, or source
+// offsets up to skip handled without sending anything; stop ends the
+// partition with a fatal error.
+type item struct {
+	batch *outBatch
+	skip  int64
+	stop  error
+}
+
+// fetched turns one partition of a fetch response into batches to send.
+func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
+	p := a.p
+	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		switch {
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			if p.gen == a.gen {
+				p.outOfRange = true
+			}
+		case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.FencedLeaderEpoch),
+			errors.Is(err, kerr.UnknownLeaderEpoch), errors.Is(err, kerr.UnknownTopicOrPartition),
+			errors.Is(err, kerr.LeaderNotAvailable), errors.Is(err, kerr.ReplicaNotAvailable),
+			errors.Is(err, kerr.KafkaStorageError), errors.Is(err, kerr.OffsetNotAvailable),
+			errors.Is(err, kerr.UnknownTopicID), errors.Is(err, kerr.InconsistentTopicID):
+			pl.needMeta = true
+			p.retryAt = time.Now().Add(100 * time.Millisecond)
+		default:
+			pl.cfg.Log.Warn("fetch error", "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)
+			p.retryAt = time.Now().Add(time.Second)
+		}
+		return
+	}
+	if len(rp.RecordBatches) == 0 {
+		return
+	}
+	items, next := pl.split(p, a, rp)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if p.gen != a.gen || p.next != a.offset || p.stopped || p.revoked {
+		return // the position moved while this fetch was out
+	}
+	p.next = next
+	for _, it := range items {
+		switch {
+		case it.batch != nil:
+			it.batch.advanceTo = -1
+			p.queue = append(p.queue, it.batch)
+			p.queued += int64(len(it.batch.raw))
+			pl.buffered += int64(len(it.batch.raw))
+		case it.stop != nil:
+			// What came before the cause still goes out.
+			p.stopAfter = it.stop
+			return
+		default:
+			pl.skipLocked(p, it.skip)
+		}
+	}
+}
+
+// split parses the batches of one fetched partition: read_committed
+// filtering, batches to forward as they are, batches to re-encode. It
+// returns the items and the next offset to fetch.
+func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicPartition) ([]item, int64) {
+	filter := newAbortFilter(rp.AbortedTransactions)
+	next := a.offset
+	var items []item
+	for in := rp.RecordBatches; ; {
+		raw, rest, ok := nextBatch(in)
+		if !ok {
+			break
+		}
+		in = rest
+		if magic(raw) < 2 {
+			// Message format v0/v1: the entry's offset is that of its
+			// last record.
+			last := int64(beUint64(raw))
+			if last < next {
+				continue
+			}
+			items = append(items, pl.reencode(p, raw, next, last, kgo.CompressionCodecType(raw[17]&attrCodec), a.maxBytes)...)
+			next = last + 1
+			if items[len(items)-1].stop != nil {
+				break
+			}
+			continue
+		}
+		b, err := parseHeader(raw)
+		if err != nil {
+			pl.cfg.Log.Error("passthrough: unreadable source batch; fetching again", "topic", p.tp.Topic, "partition", p.tp.Partition, "offset", next, "err", err)
+			break
+		}
+		last := lastOffset(&b)
+		skip := filter.skip(&b) // sees every batch, in order
+		if last < next {
+			continue
+		}
+		switch {
+		case skip || b.NumRecords == 0:
+			items = append(items, item{skip: last})
+		case b.FirstOffset >= next && forwardable(&b) && !pl.cfg.AddOrigin && len(raw) <= a.maxBytes:
+			items = append(items, item{batch: &outBatch{
+				raw:   append([]byte(nil), raw...),
+				first: b.FirstOffset, last: last, count: b.NumRecords, maxTS: b.MaxTimestamp,
+			}})
+		default:
+			items = append(items, pl.reencode(p, raw, next, last, kgo.CompressionCodecType(b.Attributes&attrCodec), a.maxBytes)...)
+		}
+		next = last + 1
+		if items[len(items)-1].stop != nil {
+			break
+		}
+	}
+	return items, next
+}
+
+func beUint64(b []byte) uint64 {
+	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+}
+
+// reencode decodes one source batch (records from offset from on) and
+// encodes it again with codec, applying the provenance rules, in batches
+// the target accepts. The source offsets up to last are complete after it.
+func (pl *Pipeline) reencode(p *partition, raw []byte, from, last int64, codec kgo.CompressionCodecType, maxBytes int) []item {
+	recs, err := decode(raw, from, p.tp.Topic, p.tp.Partition, pl.dec)
+	if err != nil {
+		return []item{{stop: fmt.Errorf("decoding source batch at offset %d: %w", from, err)}}
+	}
+	kept := recs[:0]
+	for _, r := range recs {
+		origin, has := originOf(r)
+		if has && origin == pl.cfg.TargetAlias {
+			pl.cfg.Metrics.RecordsLooped.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic).Inc()
+			continue
+		}
+		if pl.cfg.AddOrigin && !has {
+			r.Headers = append(r.Headers[:len(r.Headers):len(r.Headers)], kgo.RecordHeader{Key: replicate.OriginHeader, Value: []byte(pl.cfg.SourceAlias)})
+		}
+		kept = append(kept, r)
+	}
+	encs, err := pl.enc.encode(kept, codec, maxBytes)
+	var items []item
+	for _, e := range encs {
+		items = append(items, item{batch: &outBatch{
+			raw: e.raw, first: e.offsets[0], last: e.offsets[len(e.offsets)-1],
+			count: int32(len(e.offsets)), offsets: e.offsets, maxTS: maxTimestamp(e.raw),
+		}})
+	}
+	if err != nil {
+		return append(items, item{stop: err})
+	}
+	return append(items, item{skip: last})
+}
+
+func maxTimestamp(raw []byte) int64 {
+	var b kmsg.RecordBatch
+	if b.ReadFrom(raw) != nil {
+		return 0
+	}
+	return b.MaxTimestamp
+}
+
+func originOf(r *kgo.Record) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == replicate.OriginHeader {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// stopLocked stops p for good after an error that needs a person.
+func (pl *Pipeline) stopLocked(p *partition, err error) {
+	offset := p.done + 1
+	var tl *errTooLarge
+	if errors.As(err, &tl) {
+		offset = tl.offset
+	} else if len(p.queue) > 0 {
+		offset = p.queue[0].first
+	}
+	p.stopped = true
+	pl.dropQueueLocked(p, false)
+	pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), "true").Inc()
+	pl.cfg.Log.Error("partition stopped: the record cannot be written to the target; fix the cause and restart kmirror",
+		"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", offset, "remote", p.remote, "err", err)
+}
+
+// sending is one partition's batch in a produce request.
+type sending struct {
+	p     *partition
+	b     *outBatch
+	pid   int64
+	epoch int16
+	seq   int32
+}
+
+// startProduces sends the head batch of every partition that has none in
+// flight, one request per target broker.
+func (pl *Pipeline) startProduces(ctx context.Context) {
+	pl.mu.Lock()
+	if pl.pid < 0 || pl.needPID {
+		pl.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	byBroker := map[int32][]*sending{}
+	size := map[int32]int{}
+	for _, p := range pl.parts {
+		if p.stopAfter != nil && len(p.queue) == 0 && !p.inflight && !p.stopped {
+			pl.stopLocked(p, p.stopAfter)
+		}
+		if p.stopped || p.revoked || p.inflight || len(p.queue) == 0 || p.tgtLeader < 0 || now.Before(p.retryAt) {
+			continue
+		}
+		br := p.tgtLeader
+		b := p.queue[0]
+		if pl.producing[br] >= brokerInflight || (size[br] > 0 && size[br]+len(b.raw) > produceMaxBytes) {
+			continue
+		}
+		if !b.seqSet {
+			b.seq, b.seqSet = p.seq, true
+			p.seq = addSeq(p.seq, b.count)
+		}
+		p.inflight = true
+		size[br] += len(b.raw)
+		byBroker[br] = append(byBroker[br], &sending{p: p, b: b, pid: pl.pid, epoch: pl.epoch, seq: b.seq})
+	}
+	for br, ss := range byBroker {
+		pl.producing[br]++
+		pl.produceIn++
+		pl.wg.Add(1)
+		go pl.produce(ctx, br, ss)
+	}
+	pl.mu.Unlock()
+}
+
+// addSeq advances a sequence number by n; sequences wrap to 0 after the
+// largest int32, as Kafka's do.
+func addSeq(seq, n int32) int32 {
+	s := int64(seq) + int64(n)
+	if s > 1<<31-1 {
+		s -= 1 << 31
+	}
+	return int32(s)
+}
+
+// produce sends one request of batches to a target broker and handles the
+// answer of each partition.
+func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending) {
+	defer pl.wg.Done()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 30000
+	byTopic := map[string]int{}
+	for _, s := range ss {
+		// Only this request touches the head batch while it is in flight.
+		if err := stamp(s.b.raw, s.pid, s.epoch, s.seq); err != nil {
+			panic(err) // the batch was parsed before it was queued
+		}
+		i, ok := byTopic[s.p.remote]
+		if !ok {
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic, t.TopicID = s.p.remote, s.p.tgtID
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			byTopic[s.p.remote] = i
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = s.p.tp.Partition
+		rp.Records = s.b.raw
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	resp, err := pl.cfg.Target.Broker(int(broker)).Request(ctx, req)
+	results := map[progress.TP]*kmsg.ProduceResponseTopicPartition{}
+	if err == nil {
+		pr := resp.(*kmsg.ProduceResponse)
+		for i := range pr.Topics {
+			t := &pr.Topics[i]
+			name := t.Topic
+			if name == "" {
+				for _, rt := range req.Topics {
+					if rt.TopicID == t.TopicID {
+						name = rt.Topic
+					}
+				}
+			}
+			for j := range t.Partitions {
+				results[progress.TP{Topic: name, Partition: t.Partitions[j].Partition}] = &t.Partitions[j]
+			}
+		}
+	}
+	for _, s := range ss {
+		rerr := err
+		var rp *kmsg.ProduceResponseTopicPartition
+		if rerr == nil {
+			rp = results[progress.TP{Topic: s.p.remote, Partition: s.p.tp.Partition}]
+			if rp == nil {
+				rerr = errors.New("partition missing from the produce response")
+			} else {
+				rerr = kerr.ErrorForCode(rp.ErrorCode)
+			}
+		}
+		pl.produced(s, rp, rerr)
+	}
+	pl.mu.Lock()
+	pl.producing[broker]--
+	pl.produceIn--
+	pl.mu.Unlock()
+	pl.wake()
+}
+
+// pidErrs mean the target lost or refused this producer's state: a new
+// producer ID starts every partition's sequence at 0 again.
+var pidErrs = []error{kerr.OutOfOrderSequenceNumber, kerr.UnknownProducerID, kerr.InvalidProducerEpoch, kerr.InvalidProducerIDMapping, kerr.ProducerFenced}
+
+// metaErrs mean the partition's leader moved.
+var metaErrs = []error{kerr.NotLeaderForPartition, kerr.LeaderNotAvailable, kerr.UnknownTopicOrPartition, kerr.FencedLeaderEpoch, kerr.KafkaStorageError, kerr.UnknownTopicID, kerr.InconsistentTopicID}
+
+// fatalErrs stop the partition: retrying cannot cure them.
+var fatalErrs = []error{
+	kerr.InvalidRecord, kerr.CorruptMessage, kerr.InvalidTimestamp, kerr.TopicAuthorizationFailed,
+	kerr.ClusterAuthorizationFailed, kerr.PolicyViolation, kerr.UnsupportedForMessageFormat,
+	kerr.UnsupportedCompressionType, kerr.TransactionalIDAuthorizationFailed,
+}
+
+func isAny(err error, errs []error) bool {
+	for _, e := range errs {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// produced handles the target's answer for one partition's batch.
+func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition, err error) {
+	p, b := s.p, s.b
+	pl.mu.Lock()
+	if len(p.queue) == 0 || p.queue[0] != b {
+		p.inflight = false // the partition was stopped or revoked meanwhile
+		pl.mu.Unlock()
+		return
+	}
+	switch {
+	case err == nil || errors.Is(err, kerr.DuplicateSequenceNumber):
+		p.queue[0] = nil
+		p.queue = p.queue[1:]
+		p.queued -= int64(len(b.raw))
+		pl.buffered -= int64(len(b.raw))
+		p.done = max(p.done, b.last, b.advanceTo)
+		p.retries = 0
+		pl.mu.Unlock()
+		pl.ackedSince.Add(int64(b.count))
+		p.recordCount.Add(float64(b.count))
+		p.byteCount.Add(float64(len(b.raw)))
+		now := time.Now()
+		p.recordAge.Set(float64(now.UnixMilli() - b.maxTS))
+		p.latency.Set(float64(now.UnixMilli() - b.maxTS))
+		if pl.cfg.Syncs != nil && err == nil && rp.BaseOffset >= 0 {
+			// Calls for one partition stay in order: its next batch
+			// goes out only after inflight is cleared below.
+			for i := range int(b.count) {
+				pl.cfg.Syncs.Acked(p.tp.Topic, p.tp.Partition, b.offset(i), rp.BaseOffset+int64(i))
+			}
+		}
+		pl.mu.Lock()
+	case errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge):
+		if b.count == 1 {
+			pl.stopLocked(p, fmt.Errorf("record at source offset %d: %w", b.first, err))
+			break
+		}
+		// The target refused the whole batch: send its records one
+		// at a time, to copy those before a large one and stop at it.
+		singles, derr := pl.singles(p, b)
+		if derr != nil {
+			pl.stopLocked(p, derr)
+			break
+		}
+		p.seq = b.seq // nothing after b got a sequence
+		p.queue = append(singles, p.queue[1:]...)
+		for _, n := range singles {
+			p.queued += int64(len(n.raw))
+			pl.buffered += int64(len(n.raw))
+		}
+		p.queued -= int64(len(b.raw))
+		pl.buffered -= int64(len(b.raw))
+		pl.cfg.Log.Warn("target refused a batch as too large; sending its records one at a time", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", b.first, "err", err)
+	case isAny(err, fatalErrs):
+		pl.stopLocked(p, err)
+	default:
+		if isAny(err, pidErrs) {
+			pl.needPID = true
+		}
+		if isAny(err, metaErrs) || rp == nil {
+			pl.needMeta = true
+		}
+		p.retries++
+		p.retryAt = time.Now().Add(min(time.Duration(p.retries)*100*time.Millisecond, time.Second))
+		if p.retries == 1 || p.retries%20 == 0 {
+			fatal := false
+			pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), strconv.FormatBool(fatal)).Inc()
+			pl.cfg.Log.Warn("passthrough: produce failed; retrying the same batch", "topic", p.tp.Topic, "partition", p.tp.Partition, "offset", b.first, "retries", p.retries, "err", err)
+		}
+	}
+	p.inflight = false
+	pl.mu.Unlock()
+}
+
+// singles re-encodes the records of b one per batch.
+func (pl *Pipeline) singles(p *partition, b *outBatch) ([]*outBatch, error) {
+	recs, err := decode(b.raw, 0, p.tp.Topic, p.tp.Partition, pl.dec)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) != int(b.count) {
+		return nil, fmt.Errorf("batch at source offset %d holds %d records, decoded %d", b.first, b.count, len(recs))
+	}
+	codec := kgo.CompressionCodecType(b.raw[attrsAt+1] & attrCodec)
+	out := make([]*outBatch, 0, len(recs))
+	for i, r := range recs {
+		raw, err := pl.enc.batch([]*kgo.Record{r}, codec)
+		if err != nil {
+			return nil, err
+		}
+		src := b.offset(i)
+		out = append(out, &outBatch{raw: raw, first: src, last: src, count: 1, offsets: []int64{src}, maxTS: r.Timestamp.UnixMilli(), advanceTo: -1})
+	}
+	out[len(out)-1].advanceTo = max(b.last, b.advanceTo)
+	return out, nil
+}
