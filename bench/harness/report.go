@@ -262,7 +262,7 @@ addresses):
 ` + "```sh\n" + `bench/run                        # all workloads, 3 rounds, writes docs/benchmarks.md + .png
 bench/run --quick --runs 1       # a few seconds per run: smoke test
 bench/run --workloads kb,wan --runs 5
-go run ./bench/cmd/kbench report bench/results/<time>/results.json --docs docs
+go run ./bench/cmd/kbench report --docs docs bench/results/<time>/results.json
 KMIRROR_SKIP_INTEGRATION=1 go test ./bench/...   # unit tests only
 go test ./bench/harness -run Quick -v            # end-to-end smoke test, both replicators
 ` + "```" + `

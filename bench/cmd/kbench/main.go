@@ -2,7 +2,7 @@
 // local Kafka clusters and writes docs/benchmarks.md with a PNG chart.
 //
 //	kbench run [--quick] [--runs N] [--workloads a,b] [--no-limit] [--out DIR] [--docs]
-//	kbench report RESULTS.json [--docs DIR]
+//	kbench report [--docs DIR] RESULTS.json
 //
 // bench/run is a thin wrapper; see docs/benchmarks.md.
 package main
@@ -27,7 +27,7 @@ const usage = `kbench: kmirror vs Apache MirrorMaker 2 on local Kafka clusters
 
 Usage:
   kbench run [flags]            run the benchmark; results in --out/results.json
-  kbench report RESULTS.json    (re)write the report from saved results
+  kbench report [--docs DIR] RESULTS.json   (re)write the report from saved results
 
 Run flags:
   --quick             a few seconds per run (CI smoke test)
