@@ -351,6 +351,9 @@ func printTopology(w io.Writer, t topology, output string) error {
 		}
 	}
 	fmt.Fprintln(w, "Configured flows:")
+	if len(t.Flows) == 0 {
+		fmt.Fprintln(w, "  (none enabled)")
+	}
 	for _, f := range t.Flows {
 		state := "seen"
 		if !f.Seen {
