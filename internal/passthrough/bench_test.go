@@ -1,0 +1,85 @@
+package passthrough
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// benchBatch returns a source batch of n records with 1 KiB values of
+// text-like (compressible) data, and the payload size in bytes.
+func benchBatch(b *testing.B, codec kgo.CompressionCodecType, n int) ([]byte, int) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := []string{"kafka", "mirror", "record", "batch", "offset", "partition", "topic", "replica", "leader", "commit"}
+	recs := make([]*kgo.Record, n)
+	payload := 0
+	for i := range recs {
+		var v []byte
+		for len(v) < 1024 {
+			v = append(v, words[rng.IntN(len(words))]...)
+			v = append(v, ' ')
+			v = fmt.Appendf(v, "%d ", rng.IntN(100000))
+		}
+		v = v[:1024]
+		recs[i] = &kgo.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: v, Timestamp: time.UnixMilli(1_700_000_000_000 + int64(i)), Offset: int64(i)}
+		payload += len(v) + len(recs[i].Key)
+	}
+	return sourceBatch(b, recs, codec, 0, false), payload
+}
+
+// BenchmarkForward is the passthrough cost of one batch: check the source
+// CRC, copy it out of the fetch buffer, rewrite the producer fields and
+// the CRC.
+func BenchmarkForward(b *testing.B) {
+	for _, codec := range codecs {
+		b.Run(codecName(codec), func(b *testing.B) {
+			raw, payload := benchBatch(b, codec, 100)
+			b.SetBytes(int64(payload))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := parseHeader(raw); err != nil {
+					b.Fatal(err)
+				}
+				out := append([]byte(nil), raw...)
+				if err := stamp(out, 1, 0, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReencode is the record path's cost for the same batch:
+// decompress and decode the records, encode and compress them again with
+// the same codec, and stamp the result.
+func BenchmarkReencode(b *testing.B) {
+	dec := kgo.DefaultDecompressor()
+	enc := newEncoder()
+	for _, codec := range codecs {
+		b.Run(codecName(codec), func(b *testing.B) {
+			raw, payload := benchBatch(b, codec, 100)
+			b.SetBytes(int64(payload))
+			b.ReportAllocs()
+			for b.Loop() {
+				recs, err := decode(raw, 0, "t", 0, dec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, err := enc.batch(recs, codec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := stamp(out, 1, 0, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func codecName(c kgo.CompressionCodecType) string {
+	return [...]string{"none", "gzip", "snappy", "lz4", "zstd"}[c]
+}
