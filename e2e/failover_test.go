@@ -613,10 +613,14 @@ func TestRedeliveryAfterFailover(t *testing.T) {
 				}
 			}
 			missed, reread := resumeCount(upPart, from, map[int32]int64{p.part: p.up})
-			table[pi] = append(table[pi], fmt.Sprint(reread))
-			if missed != 0 {
+			cell := fmt.Sprint(reread)
+			switch {
+			case missed != 0 && ri < 2:
 				t.Errorf("%s: %s: checkpoint %d->%d misses %d records", r.name, p.name, cp.UpstreamOffset, cp.DownstreamOffset, missed)
+			case missed != 0: // Apache MM2's result is reported, not judged
+				cell += fmt.Sprintf(" (missed %d)", missed)
 			}
+			table[pi] = append(table[pi], cell)
 			if ri == 0 && reread != 0 {
 				t.Errorf("%s: %s: checkpoint %d->%d re-reads %d records, want 0", r.name, p.name, cp.UpstreamOffset, cp.DownstreamOffset, reread)
 			}
