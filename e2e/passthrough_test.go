@@ -1,15 +1,22 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -39,6 +46,7 @@ type ptSetup struct {
 	partitions int32
 	syncs      string // offset-syncs topic on b; "" for none
 	addOrigin  bool
+	partBytes  int32 // fetch bytes per partition; 0 for 64 KiB
 }
 
 // start builds a pipeline for every partition of s.topics, reading its
@@ -65,7 +73,7 @@ func (s ptSetup) start(t *testing.T) *ptRun {
 		Target: s.b.Client(t), TargetAdmin: adm,
 		Progress: store, Syncs: syncs, AddOrigin: s.addOrigin,
 		Metrics: metrics.New(), Log: log,
-		PartitionMaxBytes: 64 << 10, // several fetches per partition
+		PartitionMaxBytes: cmp.Or(s.partBytes, 64<<10), // small: several fetches per partition
 	})
 	var ps []replicate.Partition
 	for _, tp := range s.topics {
@@ -412,4 +420,114 @@ func headerValue(r *kgo.Record, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// TestPassthroughThroughput copies the same lz4 topic of 1 KiB records with
+// the passthrough path and with the record path (replicate.Replicator) and
+// logs time and CPU per MB of each. KMIRROR_PT_MB sets the size (default 64).
+func TestPassthroughThroughput(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	mb := 64
+	if v, err := strconv.Atoi(os.Getenv("KMIRROR_PT_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	const parts = 4
+	topic := testkafka.Topic(t, "ptspeed")
+	a.CreateTopic(t, topic, parts, nil)
+	cl := a.Client(t, kgo.ProducerBatchCompression(kgo.Lz4Compression()), kgo.ProducerLinger(10*time.Millisecond),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(1<<20))
+	words := []string{"kafka", "mirror", "record", "batch", "offset", "partition", "topic", "replica", "leader", "commit"}
+	n := mb * 1024
+	var wg sync.WaitGroup
+	var perr atomic.Value
+	for i := range n {
+		var v []byte
+		for len(v) < 1024 {
+			v = fmt.Appendf(v, "%s %d ", words[(i*7+len(v))%len(words)], (i*31+len(v)*17)%100000)
+		}
+		wg.Add(1)
+		cl.Produce(ctx(t), &kgo.Record{Topic: topic, Partition: int32(i % parts), Value: v[:1024]}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				perr.Store(err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if err, _ := perr.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(name string, start func(src, remote string) func()) {
+		src := alias(t, name)
+		remote := src + "." + topic
+		b.CreateTopic(t, remote, parts, nil)
+		adm := b.Admin(t)
+		var before, after syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+		t0 := time.Now()
+		stop := start(src, remote)
+		waitForQuick(t, 5*time.Minute, func() bool {
+			ends, err := adm.ListEndOffsets(ctx(t), remote)
+			if err != nil {
+				return false
+			}
+			var sum int64
+			ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+			return sum >= int64(n)
+		})
+		d := time.Since(t0)
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+		stop()
+		cpu := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) * time.Nanosecond
+		t.Logf("%-12s %d MiB of 1 KiB lz4 records in %v: %.0f MiB/s, CPU %v (%.2f ms per MiB)",
+			name, mb, d.Round(time.Millisecond), float64(mb)/d.Seconds(), cpu.Round(time.Millisecond), float64(cpu.Milliseconds())/float64(mb))
+	}
+
+	run("passthru", func(src, remote string) func() {
+		s := ptSetup{a: a, b: b, src: src, dst: alias(t, "dst"), topics: []string{topic}, partitions: parts, partBytes: passthrough.DefaultPartitionMaxBytes}
+		r := s.start(t)
+		return func() { r.stop(t) }
+	})
+	run("recordpath", func(src, remote string) func() {
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		consumer := a.Client(t, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset()))
+		producer := b.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+		store, err := progress.Open(ctx(t), b.Admin(t), []kgo.Opt{kgo.SeedBrokers(b.Bootstrap...)}, producer, progress.Options{
+			Topic: "mm2-offsets." + src + ".internal", Source: src, Partitions: 1, ReplicationFactor: 1,
+		}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := replicate.New(replicate.Config{SourceAlias: src, TargetAlias: "dst", Source: consumer, SourceAdmin: a.Admin(t),
+			Target: producer, Progress: store, Metrics: metrics.New(), Log: log})
+		var ps []replicate.Partition
+		for p := range int32(parts) {
+			ps = append(ps, replicate.Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: remote})
+		}
+		rep.Assign(ps)
+		c, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- rep.Run(c, 30*time.Second) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+// waitForQuick polls cond every 20 ms.
+func waitForQuick(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
