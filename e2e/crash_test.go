@@ -20,6 +20,13 @@ import (
 // producer keeps writing, restarts it each time, and then checks that every
 // source record reached the target in order, reporting duplicates.
 func TestKillNineLosesNothing(t *testing.T) {
+	t.Run("at-least-once", func(t *testing.T) { killNine(t, false) })
+	// Exactly-once: a read_committed reader of the target sees no
+	// duplicate at all.
+	t.Run("exactly-once", func(t *testing.T) { killNine(t, true) })
+}
+
+func killNine(t *testing.T, eos bool) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "crash")
@@ -48,7 +55,11 @@ func TestKillNineLosesNothing(t *testing.T) {
 	}()
 
 	src, dst := alias(t, "src"), alias(t, "dst")
-	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, src+"->"+dst+".topics = "+topic))
+	extra := []string{src + "->" + dst + ".topics = " + topic}
+	if eos {
+		extra = append(extra, dst+".exactly.once.source.support = enabled")
+	}
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, extra...))
 	remote := src + "." + topic
 	for round := 0; round < 5; round++ {
 		p := startKmirror(t, cfg)
@@ -79,6 +90,9 @@ func TestKillNineLosesNothing(t *testing.T) {
 	// three times that (docs/architecture.md).
 	if limit := 5 * 3 * flow.CommitRecords; dups > limit {
 		t.Errorf("%d duplicates after 5 crashes, more than the documented bound %d", dups, limit)
+	}
+	if eos && dups != 0 {
+		t.Errorf("exactly-once: %d duplicates seen by a read_committed reader, want 0", dups)
 	}
 }
 

@@ -31,6 +31,20 @@ import (
 // every second so that a crash re-copies at most about a second of data.
 const DefaultFlushInterval = time.Second
 
+// ExactlyOnce reports whether a flow runs in exactly-once mode: MM2's
+// worker setting exactly.once.source.support=enabled, given for the target
+// cluster (TARGET.exactly.once.source.support = enabled).
+func ExactlyOnce(c *config.Flow) bool {
+	return c.Worker["exactly.once.source.support"] == "enabled"
+}
+
+// TransactionalID is the transactional ID of a flow's producer in
+// exactly-once mode. A second kmirror running the same flow fences the
+// first.
+func TransactionalID(c *config.Flow) string {
+	return "kmirror-" + c.Name()
+}
+
 // DefaultFetchMaxBytes bounds one fetch response when fetch.max.bytes is
 // not set.
 const DefaultFetchMaxBytes = 16 << 20
@@ -153,15 +167,26 @@ func (f *Flow) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	producer, _, err := f.client("replication-producer", clients.Producer, c.TargetProducer,
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-	)
+	eos := ExactlyOnce(c)
+	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
+	if eos {
+		popts = append(popts, kgo.TransactionalID(TransactionalID(c)))
+	}
+	producer, _, err := f.client("replication-producer", clients.Producer, c.TargetProducer, popts...)
 	if err != nil {
 		return err
 	}
+	// Progress written outside the record path (revoked partitions,
+	// re-created topics) cannot use a transactional producer.
+	storeProducer := producer
+	if eos {
+		if storeProducer, _, err = f.client("progress-producer", clients.Producer, c.TargetProducer, kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
+			return err
+		}
+		f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", TransactionalID(c))
+	}
 
-	store, err := progress.Open(ctx, tgtAdm, tgtConn, producer, progress.Options{
+	store, err := progress.Open(ctx, tgtAdm, tgtConn, storeProducer, progress.Options{
 		Topic:             c.OffsetStorageTopic,
 		Source:            c.Source,
 		Partitions:        c.OffsetStoragePartitions,
@@ -180,17 +205,18 @@ func (f *Flow) Run(ctx context.Context) error {
 	}
 
 	rep := replicate.New(replicate.Config{
-		SourceAlias: c.Source,
-		TargetAlias: c.Target,
-		Source:      consumer,
-		SourceAdmin: srcAdm,
-		Target:      producer,
-		Progress:    store,
-		Syncs:       syncs,
-		StartAtEnd:  startAtEnd,
-		AddOrigin:   f.opts.AddOrigin,
-		Metrics:     f.m,
-		Log:         f.log,
+		SourceAlias:   c.Source,
+		TargetAlias:   c.Target,
+		Source:        consumer,
+		SourceAdmin:   srcAdm,
+		Target:        producer,
+		Progress:      store,
+		Syncs:         syncs,
+		StartAtEnd:    startAtEnd,
+		AddOrigin:     f.opts.AddOrigin,
+		Transactional: eos,
+		Metrics:       f.m,
+		Log:           f.log,
 	})
 	syncer := &topicsync.Syncer{
 		Source:                srcAdm,

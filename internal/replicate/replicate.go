@@ -51,8 +51,12 @@ type Config struct {
 	StartAtEnd bool
 	// AddOrigin writes OriginHeader on records that lack it.
 	AddOrigin bool
-	Metrics   *metrics.Metrics
-	Log       *slog.Logger
+	// Transactional is exactly-once mode: Target is a transactional
+	// producer and progress is written in the same transactions as the
+	// records (see eos.go).
+	Transactional bool
+	Metrics       *metrics.Metrics
+	Log           *slog.Logger
 }
 
 // Partition is a source partition to replicate and the topic it goes to.
@@ -71,11 +75,14 @@ type Replicator struct {
 	wake     func()       // ends the poll in progress, so restarts are seen
 
 	ackedSince atomic.Int64 // records acknowledged since the last Commit
+
+	commits chan commitRequest // exactly-once: commits asked of the poll loop
+	inTxn   bool               // exactly-once: a transaction is open; poll loop only
 }
 
 // New returns a Replicator; call Run to start it.
 func New(cfg Config) *Replicator {
-	return &Replicator{cfg: cfg, parts: make(map[progress.TP]*partition)}
+	return &Replicator{cfg: cfg, parts: make(map[progress.TP]*partition), commits: make(chan commitRequest, 8)}
 }
 
 // partition is the state of one assigned source partition.
@@ -98,7 +105,8 @@ type partition struct {
 	// Records up to carefulUntil go out one at a time, to find which
 	// record of a batch the target refused as too large.
 	carefulUntil  int64
-	failedCareful bool // the failed record went out alone
+	failedCareful bool  // the failed record went out alone
+	base          int64 // first source offset seen, where a partition without progress rewinds to
 }
 
 // pending is one record in flight.
@@ -150,6 +158,7 @@ func (r *Replicator) newPartition(a Partition) *partition {
 		remote:       a.Remote,
 		done:         -1,
 		carefulUntil: -1,
+		base:         -1,
 		recordCount:  m.RecordCount.With(l),
 		byteCount:    m.ByteCount.With(l),
 		recordAge:    m.RecordAgeMs.With(l),
@@ -165,6 +174,18 @@ func (r *Replicator) Revoke(ctx context.Context, tps []progress.TP) error {
 		rm[tp.Topic] = append(rm[tp.Topic], tp.Partition)
 	}
 	r.cfg.Source.RemoveConsumePartitions(rm)
+	if r.cfg.Transactional {
+		// Their progress goes out with the next transaction.
+		if err := r.Commit(ctx); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		for _, tp := range tps {
+			delete(r.parts, tp)
+		}
+		r.mu.Unlock()
+		return nil
+	}
 	final := make(map[progress.TP]int64)
 	for _, tp := range tps {
 		p := r.lookup(tp)
@@ -235,6 +256,9 @@ func (r *Replicator) AckedSinceCommit() int64 { return r.ackedSince.Load() }
 // Commit saves the progress of every partition and publishes the offset
 // syncs that were held back.
 func (r *Replicator) Commit(ctx context.Context) error {
+	if r.cfg.Transactional {
+		return r.eosCommit(ctx)
+	}
 	r.ackedSince.Store(0)
 	if err := r.cfg.Progress.Save(ctx, r.Positions()); err != nil {
 		return err
@@ -254,11 +278,17 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 	pctx, pcancel := context.WithCancel(context.Background())
 	defer pcancel()
 	for ctx.Err() == nil {
-		r.handleRestarts(ctx)
+		if r.cfg.Transactional {
+			if err := r.eosStep(ctx); err != nil {
+				return err
+			}
+		} else {
+			r.handleRestarts(ctx)
+		}
 		poll, wake := context.WithCancel(ctx)
 		r.mu.Lock()
 		r.wake = wake
-		pending := len(r.restarts) > 0
+		pending := len(r.restarts) > 0 || len(r.commits) > 0
 		r.mu.Unlock()
 		if pending {
 			wake()
@@ -277,10 +307,16 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			r.copyPartition(pctx, fp)
 		})
+		if r.cfg.Transactional {
+			r.serveCommits(ctx)
+		}
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	context.AfterFunc(dctx, pcancel)
+	if r.cfg.Transactional {
+		return r.commitTxn(dctx)
+	}
 	if err := r.cfg.Target.Flush(dctx); err != nil {
 		return fmt.Errorf("waiting for records in flight: %w", err)
 	}
@@ -308,6 +344,9 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 			continue
 		}
 		p.next = rec.Offset + 1
+		if p.base < 0 {
+			p.base = rec.Offset
+		}
 		gen := p.gen
 		if rec.Attrs.IsControl() {
 			p.skipLocked(rec.Offset)
@@ -451,6 +490,15 @@ func (r *Replicator) restart(ctx context.Context, p *partition) {
 	}
 	p.mu.Lock()
 	err := p.failed
+	from := p.done + 1
+	p.mu.Unlock()
+	r.resume(ctx, p, from, err, time.Second)
+}
+
+// resume restarts p at source offset from after err, or stops it when err
+// is fatal. p must have nothing in flight.
+func (r *Replicator) resume(ctx context.Context, p *partition, from int64, err error, delay time.Duration) {
+	p.mu.Lock()
 	isFatal := fatal(err)
 	if errors.Is(err, kerr.MessageTooLarge) && !p.failedCareful {
 		// The target refused a whole batch: send what was fetched one
@@ -462,28 +510,33 @@ func (r *Replicator) restart(ctx context.Context, p *partition) {
 	p.gen++
 	p.last = nil
 	p.failed = nil
-	p.next = p.done + 1
+	p.done = from - 1
+	p.next = from
 	p.stopped = isFatal
-	from := p.done + 1
 	p.mu.Unlock()
-	r.cfg.Metrics.PartitionErrors.WithLabelValues(r.cfg.SourceAlias, r.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), strconv.FormatBool(isFatal)).Inc()
+	if err != nil {
+		r.cfg.Metrics.PartitionErrors.WithLabelValues(r.cfg.SourceAlias, r.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), strconv.FormatBool(isFatal)).Inc()
+	}
 	if isFatal {
 		r.cfg.Log.Error("partition stopped: the record cannot be written to the target; fix the cause and restart kmirror",
 			"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", from, "remote", p.remote, "err", err)
 		return
 	}
-	r.cfg.Log.Warn("partition restarting after a produce error", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", from, "err", err)
-	// The error may come from stale metadata, e.g. partitions just added.
-	r.cfg.Target.ForceMetadataRefresh()
+	if err != nil {
+		r.cfg.Log.Warn("partition restarting after a produce error", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", from, "err", err)
+		// The error may come from stale metadata, e.g. partitions just added.
+		r.cfg.Target.ForceMetadataRefresh()
+	}
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(time.Second):
+	case <-time.After(delay):
 	}
 	off := kgo.NewOffset().At(from)
-	if from == 0 {
+	if from <= 0 {
 		off = kgo.NewOffset().AtStart()
 	}
+	r.cfg.Source.RemoveConsumePartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
 	r.cfg.Source.AddConsumePartitions(map[string]map[int32]kgo.Offset{p.tp.Topic: {p.tp.Partition: off}})
 }
 

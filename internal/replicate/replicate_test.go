@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -58,12 +59,24 @@ func client(t *testing.T, opts []kgo.Opt, extra ...kgo.Opt) *kgo.Client {
 // runOnce replicates topic (partitions 0..n-1) until the target has want
 // records in all, then stops the replicator cleanly.
 func (f *fakePair) runOnce(t *testing.T, topic string, n int32, want int, syncs string) *metrics.Metrics {
+	return f.run(t, topic, n, want, syncs, false)
+}
+
+func (f *fakePair) run(t *testing.T, topic string, n int32, want int, syncs string, eos bool) *metrics.Metrics {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var logw io.Writer = io.Discard
+	if testing.Verbose() {
+		logw = os.Stderr
+	}
+	log := slog.New(slog.NewTextHandler(logw, nil))
 	dstAdm := kadm.NewClient(client(t, f.dstOpts))
-	producer := client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	if eos {
+		popts = append(popts, kgo.TransactionalID("kmirror-test"))
+	}
+	producer := client(t, f.dstOpts, popts...)
 	store, err := progress.Open(ctx, dstAdm, f.dstOpts, producer, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: 5, ReplicationFactor: 1}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -75,13 +88,14 @@ func (f *fakePair) runOnce(t *testing.T, topic string, n int32, want int, syncs 
 	w := offsetsync.New(client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner())), syncs, 100, log, nil)
 	r := New(Config{
 		SourceAlias: "A", TargetAlias: "B",
-		Source:      client(t, f.srcOpts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset())),
-		SourceAdmin: kadm.NewClient(client(t, f.srcOpts)),
-		Target:      producer,
-		Progress:    store,
-		Syncs:       w,
-		Metrics:     m,
-		Log:         log,
+		Source:        client(t, f.srcOpts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset())),
+		SourceAdmin:   kadm.NewClient(client(t, f.srcOpts)),
+		Target:        producer,
+		Progress:      store,
+		Syncs:         w,
+		Metrics:       m,
+		Log:           log,
+		Transactional: eos,
 	})
 	var ps []Partition
 	for p := int32(0); p < n; p++ {
@@ -91,6 +105,12 @@ func (f *fakePair) runOnce(t *testing.T, topic string, n int32, want int, syncs 
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(rctx, 10*time.Second) }()
+	go func() { // as the flow does
+		for rctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+			r.Commit(rctx)
+		}
+	}()
 	for {
 		if got := len(readAll(t, f.dstOpts, "A."+topic)); got >= want {
 			break
@@ -213,5 +233,32 @@ func TestReplicateReportsGap(t *testing.T) {
 	got := readAll(t, f.dstOpts, "A.events")
 	if len(got) != 25 || string(got[10].Key) != "15" {
 		t.Errorf("target has %d records, 11th key %q; want 25 and 15", len(got), got[min(10, len(got)-1)].Key)
+	}
+}
+
+func TestReplicateExactlyOnce(t *testing.T) {
+	f := newFakePair(t)
+	adm := kadm.NewClient(client(t, f.srcOpts))
+	if _, err := adm.CreateTopic(context.Background(), 2, 1, nil, "txn"); err != nil {
+		t.Fatal(err)
+	}
+	kadm.NewClient(client(t, f.dstOpts)).CreateTopic(context.Background(), 2, 1, nil, "A.txn")
+	produce(t, f.srcOpts, "txn", 2, 0, 40)
+	f.run(t, "txn", 2, 40, "syncs", true)
+	produce(t, f.srcOpts, "txn", 2, 40, 70)
+	f.run(t, "txn", 2, 70, "syncs", true)
+	got := readAll(t, f.dstOpts, "A.txn")
+	if len(got) != 70 {
+		t.Fatalf("target has %d committed records, want 70", len(got))
+	}
+	// Progress was written inside the transactions: committed, readable.
+	var saved int
+	for _, r := range readAll(t, f.dstOpts, "mm2-offsets.A.internal") {
+		if _, err := wire.DecodeOffsetValue(r.Value); err == nil {
+			saved++
+		}
+	}
+	if saved == 0 {
+		t.Error("no committed progress records")
 	}
 }
