@@ -61,8 +61,10 @@ func TestRoundTrip(t *testing.T) {
 		if string(buf) != "ping" {
 			t.Fatalf("got %q", buf)
 		}
-		if rtt < 2*delay || rtt > 2*delay+40*time.Millisecond {
-			t.Errorf("round trip %d took %v, want about %v", i, rtt, 2*delay)
+		// Only the lower bound is a property of the proxy; a loaded
+		// machine may add any amount on top.
+		if rtt < 2*delay {
+			t.Errorf("round trip %d took %v, want at least %v", i, rtt, 2*delay)
 		}
 	}
 }
@@ -91,9 +93,11 @@ func TestBandwidth(t *testing.T) {
 	}
 	mbps := float64(size) / el.Seconds() / 1e6
 	t.Logf("64 MiB echoed through the proxy in %v (%.0f MB/s)", el, mbps)
-	// One 256 KiB read per 30 ms round trip would be about 9 MB/s.
-	if mbps < 50 {
-		t.Errorf("throughput %.0f MB/s: the proxy caps bandwidth", mbps)
+	// A proxy that moved one 256 KiB buffer per 30 ms round trip would
+	// need 256 round trips, about 7.7 s; require well under half of that,
+	// which a loaded 2-core machine under -race still meets.
+	if capped := time.Duration(size/(256<<10)) * 30 * time.Millisecond; el > capped/2 {
+		t.Errorf("64 MiB took %v, as slow as a proxy that caps bandwidth at one buffer per round trip (%v)", el, capped)
 	}
 }
 
