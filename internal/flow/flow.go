@@ -31,6 +31,34 @@ import (
 // every second so that a crash re-copies at most about a second of data.
 const DefaultFlushInterval = time.Second
 
+// codecProducers returns one producer per compression codec, so that
+// records reach the target compressed as they were at the source, unless
+// compression.type is set for the target producer or the flow is
+// exactly-once (one transaction, one producer).
+func (f *Flow) codecProducers(eos bool, popts []kgo.Opt) (map[uint8]*kgo.Client, error) {
+	if eos || f.cfg.TargetProducer["compression.type"] != "" {
+		return nil, nil
+	}
+	codecs := []struct {
+		attr  uint8
+		name  string
+		codec kgo.CompressionCodec
+	}{
+		{0, "none", kgo.NoCompression()}, {1, "gzip", kgo.GzipCompression()}, {2, "snappy", kgo.SnappyCompression()},
+		{3, "lz4", kgo.Lz4Compression()}, {4, "zstd", kgo.ZstdCompression()},
+	}
+	out := make(map[uint8]*kgo.Client, len(codecs))
+	for _, c := range codecs {
+		cl, _, err := f.client("replication-producer-"+c.name, clients.Producer, f.cfg.TargetProducer,
+			append(append([]kgo.Opt{}, popts...), kgo.ProducerBatchCompression(c.codec))...)
+		if err != nil {
+			return nil, err
+		}
+		out[c.attr] = cl
+	}
+	return out, nil
+}
+
 // ExactlyOnce reports whether a flow runs in exactly-once mode: MM2's
 // worker setting exactly.once.source.support=enabled, given for the target
 // cluster (TARGET.exactly.once.source.support = enabled).
@@ -176,6 +204,10 @@ func (f *Flow) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	byCodec, err := f.codecProducers(eos, popts)
+	if err != nil {
+		return err
+	}
 	// Progress written outside the record path (revoked partitions,
 	// re-created topics) cannot use a transactional producer.
 	storeProducer := producer
@@ -210,6 +242,7 @@ func (f *Flow) Run(ctx context.Context) error {
 		Source:        consumer,
 		SourceAdmin:   srcAdm,
 		Target:        producer,
+		ByCodec:       byCodec,
 		Progress:      store,
 		Syncs:         syncs,
 		StartAtEnd:    startAtEnd,

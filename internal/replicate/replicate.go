@@ -41,7 +41,12 @@ type Config struct {
 	// SourceAdmin lists offsets when a partition's position fell off the log.
 	SourceAdmin *kadm.Client
 	// Target produces: idempotent, acks=all, records carry their partition.
-	Target   *kgo.Client
+	Target *kgo.Client
+	// ByCodec, if set, holds one producer per compression codec (the
+	// codec numbers of kgo.RecordAttrs.CompressionType): each record goes
+	// out compressed as its source batch was. Not used in exactly-once
+	// mode, whose transaction lives on Target.
+	ByCodec  map[uint8]*kgo.Client
 	Progress *progress.Store
 	// Syncs receives every acknowledged (upstream, downstream) pair; nil
 	// disables offset syncs.
@@ -105,8 +110,9 @@ type partition struct {
 	// Records up to carefulUntil go out one at a time, to find which
 	// record of a batch the target refused as too large.
 	carefulUntil  int64
-	failedCareful bool  // the failed record went out alone
-	base          int64 // first source offset seen, where a partition without progress rewinds to
+	failedCareful bool        // the failed record went out alone
+	prod          *kgo.Client // the producer of the records in flight
+	base          int64       // first source offset seen, where a partition without progress rewinds to
 }
 
 // pending is one record in flight.
@@ -317,7 +323,7 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 	if r.cfg.Transactional {
 		return r.commitTxn(dctx)
 	}
-	if err := r.cfg.Target.Flush(dctx); err != nil {
+	if err := r.flushAll(dctx); err != nil {
 		return fmt.Errorf("waiting for records in flight: %w", err)
 	}
 	return r.Commit(dctx)
@@ -375,6 +381,15 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 			out.Headers = append(append(make([]kgo.RecordHeader, 0, len(rec.Headers)+1), rec.Headers...),
 				kgo.RecordHeader{Key: OriginHeader, Value: []byte(r.cfg.SourceAlias)})
 		}
+		prod := r.producerFor(rec)
+		if prod != p.prod {
+			// Another codec: the records in flight go first, so that the
+			// partition stays in order across producers.
+			if p.drain(ctx) != nil {
+				return
+			}
+			p.prod = prod
+		}
 		pd := &pending{p: p, gen: gen, src: rec.Offset, advanceTo: -1, ts: rec.Timestamp}
 		p.mu.Lock()
 		if p.gen != gen || p.failed != nil {
@@ -388,13 +403,45 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 		p.byteCount.Add(float64(len(rec.Value)))
 		p.recordAge.Set(float64(now.Sub(rec.Timestamp).Milliseconds()))
 		if !pd.careful {
-			r.cfg.Target.Produce(ctx, out, func(out *kgo.Record, err error) { r.acked(pd, out, err) })
+			prod.Produce(ctx, out, func(out *kgo.Record, err error) { r.acked(pd, out, err) })
 			continue
 		}
 		sent := make(chan struct{})
-		r.cfg.Target.Produce(ctx, out, func(out *kgo.Record, err error) { r.acked(pd, out, err); close(sent) })
+		prod.Produce(ctx, out, func(out *kgo.Record, err error) { r.acked(pd, out, err); close(sent) })
 		<-sent
 	}
+}
+
+// producerFor returns the producer of a record: the one of its source
+// codec when ByCodec is set.
+func (r *Replicator) producerFor(rec *kgo.Record) *kgo.Client {
+	if r.cfg.Transactional || r.cfg.ByCodec == nil {
+		return r.cfg.Target
+	}
+	if cl, ok := r.cfg.ByCodec[rec.Attrs.CompressionType()]; ok {
+		return cl
+	}
+	return r.cfg.Target
+}
+
+// producers returns every producer records may go through.
+func (r *Replicator) producers() []*kgo.Client {
+	out := []*kgo.Client{r.cfg.Target}
+	for _, cl := range r.cfg.ByCodec {
+		if cl != r.cfg.Target {
+			out = append(out, cl)
+		}
+	}
+	return out
+}
+
+func (r *Replicator) flushAll(ctx context.Context) error {
+	for _, cl := range r.producers() {
+		if err := cl.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // skipLocked marks offset off as handled without a record on the target.
@@ -525,7 +572,9 @@ func (r *Replicator) resume(ctx context.Context, p *partition, from int64, err e
 	if err != nil {
 		r.cfg.Log.Warn("partition restarting after a produce error", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", from, "err", err)
 		// The error may come from stale metadata, e.g. partitions just added.
-		r.cfg.Target.ForceMetadataRefresh()
+		for _, cl := range r.producers() {
+			cl.ForceMetadataRefresh()
+		}
 	}
 	select {
 	case <-ctx.Done():
