@@ -78,6 +78,11 @@ func produceTxn(t *testing.T, c *testkafka.Cluster, topic string, partitions int
 }
 
 func TestReplicateRecordsExactly(t *testing.T) {
+	t.Run("record path", func(t *testing.T) { replicateExactly(t, nil) })
+	t.Run("passthrough", func(t *testing.T) { replicateExactly(t, []string{"kmirror.passthrough.enabled = true"}) })
+}
+
+func replicateExactly(t *testing.T, extra []string) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	prefix := testkafka.Topic(t, "exact")
@@ -89,7 +94,7 @@ func TestReplicateRecordsExactly(t *testing.T) {
 	produceTxn(t, a, topics[0], 3)
 
 	src, dst := alias(t, "src"), alias(t, "dst")
-	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, src+"->"+dst+".topics = "+prefix+"-.*"))
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append(extra, src+"->"+dst+".topics = "+prefix+"-.*")...))
 	p := startKmirror(t, cfg)
 
 	want := map[string][]*kgo.Record{}
@@ -103,6 +108,9 @@ func TestReplicateRecordsExactly(t *testing.T) {
 		})
 	}
 	p.stop()
+	if len(extra) > 0 && !strings.Contains(p.log.String(), "passthrough: source batches are forwarded") {
+		t.Error("passthrough was asked for but the flow did not use it")
+	}
 	for _, tp := range topics {
 		got := b.ReadAll(t, src+"."+tp)
 		sameRecords(t, want[tp], got, "")

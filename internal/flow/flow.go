@@ -20,6 +20,7 @@ import (
 	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
+	"github.com/kmirror/kmirror/internal/passthrough"
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/replicate"
@@ -33,10 +34,11 @@ const DefaultFlushInterval = time.Second
 
 // codecProducers returns one producer per compression codec, so that
 // records reach the target compressed as they were at the source, unless
-// compression.type is set for the target producer or the flow is
-// exactly-once (one transaction, one producer).
-func (f *Flow) codecProducers(eos bool, popts []kgo.Opt) (map[uint8]*kgo.Client, error) {
-	if eos || f.cfg.TargetProducer["compression.type"] != "" {
+// compression.type is set for the target producer or single is set
+// (exactly-once: one transaction, one producer; passthrough: batches keep
+// their codec anyway).
+func (f *Flow) codecProducers(single bool, popts []kgo.Opt) (map[uint8]*kgo.Client, error) {
+	if single || f.cfg.TargetProducer["compression.type"] != "" {
 		return nil, nil
 	}
 	codecs := []struct {
@@ -58,6 +60,14 @@ func (f *Flow) codecProducers(eos bool, popts []kgo.Opt) (map[uint8]*kgo.Client,
 	}
 	return out, nil
 }
+
+// PassthroughKey turns passthrough on for a flow: source batches go to the
+// target as they are, without decompression and recompression. Flows that
+// are exactly-once or write the provenance header use the record path.
+const PassthroughKey = "kmirror.passthrough.enabled"
+
+// Passthrough reports whether a flow asks for passthrough.
+func Passthrough(c *config.Flow) bool { return c.Settings[PassthroughKey] == "true" }
 
 // ExactlyOnce reports whether a flow runs in exactly-once mode: MM2's
 // worker setting exactly.once.source.support=enabled, given for the target
@@ -97,6 +107,68 @@ type Flow struct {
 	log  *slog.Logger
 
 	closers []func()
+
+	mu  sync.Mutex
+	rep dataPath // set once Run has assigned partitions
+}
+
+// dataPath moves the records of assigned partitions: the record path
+// (internal/replicate) or passthrough (internal/passthrough).
+type dataPath interface {
+	Assign([]replicate.Partition)
+	Revoke(context.Context, []progress.TP) error
+	Positions() map[progress.TP]int64
+	Commit(context.Context) error
+	AckedSinceCommit() int64
+	Run(context.Context, time.Duration) error
+}
+
+// controlled is a data path that reports its partitions and can pause.
+type controlled interface {
+	Status() []replicate.PartitionStatus
+	Pause()
+	Resume()
+	Paused() bool
+}
+
+// Partitions returns the state of the flow's partitions; nil before the
+// flow has started replicating.
+func (f *Flow) Partitions() []replicate.PartitionStatus {
+	if rep, ok := f.replicator().(controlled); ok {
+		return rep.Status()
+	}
+	return nil
+}
+
+// Pause stops fetching from the source until Resume; it reports whether
+// the flow was replicating.
+func (f *Flow) Pause() bool {
+	rep, ok := f.replicator().(controlled)
+	if ok {
+		rep.Pause()
+	}
+	return ok
+}
+
+// Resume undoes Pause.
+func (f *Flow) Resume() bool {
+	rep, ok := f.replicator().(controlled)
+	if ok {
+		rep.Resume()
+	}
+	return ok
+}
+
+// Paused reports whether the flow is paused.
+func (f *Flow) Paused() bool {
+	rep, ok := f.replicator().(controlled)
+	return ok && rep.Paused()
+}
+
+func (f *Flow) replicator() dataPath {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rep
 }
 
 // New prepares a flow; Run starts it.
@@ -204,7 +276,8 @@ func (f *Flow) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	byCodec, err := f.codecProducers(eos, popts)
+	usePT := Passthrough(c) && !eos && !f.opts.AddOrigin
+	byCodec, err := f.codecProducers(eos || usePT, popts)
 	if err != nil {
 		return err
 	}
@@ -236,21 +309,34 @@ func (f *Flow) Run(ctx context.Context) error {
 		}
 	}
 
-	rep := replicate.New(replicate.Config{
-		SourceAlias:   c.Source,
-		TargetAlias:   c.Target,
-		Source:        consumer,
-		SourceAdmin:   srcAdm,
-		Target:        producer,
-		ByCodec:       byCodec,
-		Progress:      store,
-		Syncs:         syncs,
-		StartAtEnd:    startAtEnd,
-		AddOrigin:     f.opts.AddOrigin,
-		Transactional: eos,
-		Metrics:       f.m,
-		Log:           f.log,
-	})
+	var rep dataPath
+	if usePT {
+		f.log.Info("passthrough: source batches are forwarded without recompression")
+		rep = passthrough.New(passthrough.Config{
+			SourceAlias: c.Source, TargetAlias: c.Target,
+			Source: consumer, SourceAdmin: srcAdm,
+			Target: producer, TargetAdmin: tgtAdm,
+			Progress: store, Syncs: syncs,
+			StartAtEnd: startAtEnd,
+			Metrics:    f.m, Log: f.log,
+		})
+	} else {
+		rep = replicate.New(replicate.Config{
+			SourceAlias:   c.Source,
+			TargetAlias:   c.Target,
+			Source:        consumer,
+			SourceAdmin:   srcAdm,
+			Target:        producer,
+			ByCodec:       byCodec,
+			Progress:      store,
+			Syncs:         syncs,
+			StartAtEnd:    startAtEnd,
+			AddOrigin:     f.opts.AddOrigin,
+			Transactional: eos,
+			Metrics:       f.m,
+			Log:           f.log,
+		})
+	}
 	syncer := &topicsync.Syncer{
 		Source:                srcAdm,
 		Target:                tgtAdm,
@@ -310,6 +396,9 @@ func (f *Flow) Run(ctx context.Context) error {
 	if err := refresh(); err != nil {
 		return fmt.Errorf("flow %s: %w", c.Name(), err)
 	}
+	f.mu.Lock()
+	f.rep = rep
+	f.mu.Unlock()
 
 	var hb *heartbeat.Emitter
 	if c.EmitHeartbeatsEnabled {
@@ -389,7 +478,7 @@ func (f *Flow) Run(ctx context.Context) error {
 // the same name: its saved progress belongs to the old topic. The new topic
 // is replicated from its start; whatever the old topic held past the saved
 // progress and was not copied is gone, and that is reported.
-func (f *Flow) checkTopicID(ctx context.Context, store *progress.Store, rep *replicate.Replicator, assigned map[progress.TP]bool, t topicsync.Topic) error {
+func (f *Flow) checkTopicID(ctx context.Context, store *progress.Store, rep dataPath, assigned map[progress.TP]bool, t topicsync.Topic) error {
 	if t.ID == "" || !t.Ready {
 		return nil
 	}

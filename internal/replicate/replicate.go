@@ -81,6 +81,8 @@ type Replicator struct {
 
 	ackedSince atomic.Int64 // records acknowledged since the last Commit
 
+	paused atomic.Bool // Pause is in effect
+
 	commits chan commitRequest // exactly-once: commits asked of the poll loop
 	inTxn   bool               // exactly-once: a transaction is open; poll loop only
 }
@@ -112,6 +114,7 @@ type partition struct {
 	carefulUntil  int64
 	failedCareful bool        // the failed record went out alone
 	prod          *kgo.Client // the producer of the records in flight
+	lastErr       error       // the last error that stopped or restarted the partition
 	base          int64       // first source offset seen, where a partition without progress rewinds to
 }
 
@@ -152,6 +155,11 @@ func (r *Replicator) Assign(ps []Partition) {
 	}
 	r.mu.Unlock()
 	if len(add) > 0 {
+		if r.paused.Load() {
+			for t := range add {
+				r.cfg.Source.PauseFetchTopics(t)
+			}
+		}
 		r.cfg.Source.AddConsumePartitions(add)
 	}
 }
@@ -556,6 +564,9 @@ func (r *Replicator) resume(ctx context.Context, p *partition, from int64, err e
 	}
 	p.gen++
 	p.last = nil
+	if err != nil {
+		p.lastErr = err
+	}
 	p.failed = nil
 	p.done = from - 1
 	p.next = from
