@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,6 +33,8 @@ type Syncer struct {
 	ConfigExclude         *regexp.Regexp // config.properties.exclude; nil excludes nothing
 	DefaultsFromSource    bool           // use.defaults.from=source
 	Log                   *slog.Logger
+
+	aclsOff atomic.Bool // a cluster has no authorizer: SyncACLs does nothing
 }
 
 // Topic is a source topic chosen for replication.
