@@ -13,8 +13,10 @@ import (
 const usage = `kmirror: cross-cluster replication for Apache Kafka
 
 Usage:
-  kmirror run [--clusters ALIAS,...] [--log-format text|json] FILE
-                         run every enabled flow of an MM2 properties file
+  kmirror run [--clusters ALIAS,...] [--log-format text|json] [--rest-addr ADDR]
+              [--metrics-addr ADDR] [--memory-limit SIZE] FILE
+                         run every enabled flow of an MM2 properties file;
+                         SIGHUP reloads it, SIGTERM stops cleanly
   kmirror offsets --config FILE --group G --from A --to B [--apply [--allow-rewind]]
                   [--use checkpoints|translate] [--output text|json] [--timeout 30s]
                          print G's offsets on B translated from A; --apply commits

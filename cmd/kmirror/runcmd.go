@@ -7,23 +7,23 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kmirror/kmirror/internal/config"
-	"github.com/kmirror/kmirror/internal/flow"
 	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/rest"
+	"github.com/kmirror/kmirror/internal/runner"
 )
 
 // runCmd is "kmirror run": every enabled flow of an MM2 properties file.
@@ -34,6 +34,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	memLimit := fs.String("memory-limit", "128MiB", "soft limit of the Go heap (GOMEMLIMIT syntax; the GOMEMLIMIT variable wins); 'off' for none")
+	restAddr := fs.String("rest-addr", "", "serve the REST API at ADDR (overrides kmirror.rest.listener)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and profiles at /debug/pprof/ (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -51,30 +52,16 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kmirror run:", err)
 		return 2
 	}
-	cfg, err := config.Load(fs.Arg(0), os.LookupEnv)
-	if err != nil {
-		fmt.Fprintln(stderr, "kmirror run: invalid configuration:")
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	for _, w := range cfg.Warnings {
-		log.Warn(w)
-	}
 	var only []string
 	if *clusters != "" {
 		for _, c := range strings.Split(*clusters, ",") {
 			only = append(only, strings.TrimSpace(c))
 		}
 	}
-	flows := cfg.Flows
-	if len(only) > 0 {
-		if flows, err = cfg.FlowsTargeting(only); err != nil {
-			fmt.Fprintln(stderr, "kmirror run:", err)
-			return 1
-		}
-	}
-	if len(flows) == 0 {
-		fmt.Fprintf(stderr, "kmirror run: %s enables no flow (set A->B.enabled = true)\n", fs.Arg(0))
+	cfg, err := runner.Load(fs.Arg(0), only, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror run: invalid configuration:")
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 
@@ -95,64 +82,79 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		defer srv.Close()
 	}
 
-	origin := flow.OriginHeaderFlows(cfg, flows)
-	beats := heartbeatPairs(cfg, only, log)
-	var wg sync.WaitGroup
-	errs := make([]error, len(flows)+len(beats))
-	for i, fc := range flows {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f := flow.New(fc, flow.Options{AddOrigin: origin[fc.Name()]}, m, log)
-			if errs[i] = f.Run(ctx); errs[i] != nil {
-				// One broken flow stops the process: a partial replicator
-				// that looks alive is worse than a loud exit.
-				stop()
-			}
-		}()
+	run := runner.New(fs.Arg(0), cfg, only, m, log)
+	restSrv, err := startREST(cfg, *restAddr, run, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror run:", err)
+		return 1
 	}
-	for i, fc := range beats {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[len(flows)+i] = flow.New(fc, flow.Options{}, m, log).RunHeartbeatsOnly(ctx); errs[len(flows)+i] != nil {
-				stop()
-			}
-		}()
+	if restSrv != nil {
+		defer restSrv.Close()
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if err := run.Reload(); err != nil {
+				log.Error("reload on SIGHUP refused; the running flows go on", "err", err)
+			}
+		}
+	}()
+	if err := run.Run(ctx); err != nil {
 		log.Error("kmirror stopped with an error", "err", err)
 		return 1
 	}
 	return 0
 }
 
-// heartbeatPairs returns the pairs that replicate nothing but, as in MM2,
-// emit heartbeats: every ordered pair of clusters whose flow is disabled,
-// whose target is selected by --clusters, and whose heartbeats are on.
-func heartbeatPairs(cfg *config.Config, only []string, log *slog.Logger) []*config.Flow {
-	enabled := make(map[string]bool)
-	for _, f := range cfg.Flows {
-		enabled[f.Name()] = true
+// REST settings: kmirror keys of the properties file.
+const (
+	restListenerKey = "kmirror.rest.listener" // host:port
+	restTokenKey    = "kmirror.rest.token"    // bearer token; use a config provider
+	restAuthKey     = "kmirror.rest.auth"     // "none" turns the token off
+	restCertKey     = "kmirror.rest.tls.cert" // PEM certificate file: serve HTTPS
+	restKeyKey      = "kmirror.rest.tls.key"  // PEM key file
+	restTokenEnv    = "KMIRROR_REST_TOKEN"    // the token, when not in the file
+)
+
+// startREST serves the REST API when --rest-addr or kmirror.rest.listener
+// asks for it. Without a token it refuses to start unless
+// kmirror.rest.auth = none says the API may be open.
+func startREST(cfg *config.Config, addr string, run *runner.Runner, log *slog.Logger) (*http.Server, error) {
+	get := func(k string) string { v, _ := cfg.Props.Get(k); return v }
+	if addr == "" {
+		addr = get(restListenerKey)
 	}
-	var out []*config.Flow
-	for _, s := range cfg.Clusters {
-		for _, t := range cfg.Clusters {
-			if s == t || enabled[s+"->"+t] || (len(only) > 0 && !slices.Contains(only, t)) {
-				continue
-			}
-			f, err := cfg.Pair(s, t)
-			if err != nil {
-				log.Warn("no heartbeats for pair", "pair", s+"->"+t, "err", err)
-				continue
-			}
-			if f.EmitHeartbeatsEnabled {
-				out = append(out, f)
-			}
+	if addr == "" {
+		return nil, nil
+	}
+	token := get(restTokenKey)
+	if token == "" {
+		token = os.Getenv(restTokenEnv)
+	}
+	if token == "" && get(restAuthKey) != "none" {
+		return nil, fmt.Errorf("the REST API needs a token: set %s (through a config provider) or %s, or %s = none for an open API", restTokenKey, restTokenEnv, restAuthKey)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("REST API: %w", err)
+	}
+	srv := &http.Server{Handler: rest.Handler(run, token, log), ReadHeaderTimeout: 5 * time.Second}
+	cert, key := get(restCertKey), get(restKeyKey)
+	go func() {
+		var err error
+		if cert != "" {
+			err = srv.ServeTLS(ln, cert, key)
+		} else {
+			err = srv.Serve(ln)
 		}
-	}
-	return out
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("REST API failed", "addr", addr, "err", err)
+		}
+	}()
+	log.Info("REST API listening", "addr", ln.Addr().String(), "tls", cert != "", "auth", token != "")
+	return srv, nil
 }
 
 // setMemoryLimit applies --memory-limit unless GOMEMLIMIT is set. A

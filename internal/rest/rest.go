@@ -1,0 +1,140 @@
+// Package rest serves kmirror's HTTP API: health for probes, and, behind a
+// bearer token, flow status, pause, resume, restart and configuration reload.
+package rest
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/kmirror/kmirror/internal/runner"
+)
+
+// Control is what the API acts on; *runner.Runner implements it.
+type Control interface {
+	Status() []runner.FlowStatus
+	Pause(name string) error
+	Resume(name string) error
+	Restart(name string) error
+	Reload() error
+}
+
+// Handler returns the API. token guards every endpoint but /health and
+// /ready; an empty token turns the guard off (Options.NoAuth must say so).
+func Handler(c Control, token string, log *slog.Logger) http.Handler {
+	a := &api{c: c, token: token, log: log}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", a.health)
+	mux.HandleFunc("GET /ready", a.ready)
+	mux.HandleFunc("GET /status", a.auth(a.status))
+	mux.HandleFunc("GET /flows/{name}", a.auth(a.flow))
+	mux.HandleFunc("POST /flows/{name}/pause", a.auth(a.act("pause", c.Pause)))
+	mux.HandleFunc("POST /flows/{name}/resume", a.auth(a.act("resume", c.Resume)))
+	mux.HandleFunc("POST /flows/{name}/restart", a.auth(a.act("restart", c.Restart)))
+	mux.HandleFunc("POST /reload", a.auth(a.reload))
+	return mux
+}
+
+type api struct {
+	c     Control
+	token string
+	log   *slog.Logger
+}
+
+func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
+	if a.token == "" {
+		return next
+	}
+	want := []byte("Bearer " + a.token)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kmirror"`)
+			writeJSON(w, http.StatusUnauthorized, errorBody{"missing or wrong bearer token"})
+			return
+		}
+		next(w, r)
+	}
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// health answers while the process serves requests: a liveness probe.
+func (a *api) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// ready answers 200 when every flow runs (paused counts: an operator chose
+// it), 503 otherwise: a readiness probe. It names no flow, so it needs no
+// token.
+func (a *api) ready(w http.ResponseWriter, _ *http.Request) {
+	notReady := 0
+	for _, f := range a.c.Status() {
+		if f.State != "running" && f.State != "paused" {
+			notReady++
+		}
+	}
+	if notReady > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "flows_not_running": notReady})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (a *api) status(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"flows": a.c.Status()})
+}
+
+func (a *api) flow(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	for _, f := range a.c.Status() {
+		if f.Name == name {
+			writeJSON(w, http.StatusOK, f)
+			return
+		}
+	}
+	writeJSON(w, http.StatusNotFound, errorBody{"unknown flow " + quote(name)})
+}
+
+func (a *api) act(what string, fn func(string) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		if err := fn(name); err != nil {
+			code := http.StatusConflict
+			if errors.Is(err, runner.ErrUnknownFlow) {
+				code = http.StatusNotFound
+			}
+			writeJSON(w, code, errorBody{err.Error()})
+			return
+		}
+		a.log.Info("flow "+what+" through the REST API", "flow", name, "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusOK, map[string]string{"flow": name, "done": what})
+	}
+}
+
+func (a *api) reload(w http.ResponseWriter, r *http.Request) {
+	if err := a.c.Reload(); err != nil {
+		// Config errors name file, line and key; values of secrets are
+		// never part of them (internal/config).
+		writeJSON(w, http.StatusBadRequest, errorBody{err.Error()})
+		return
+	}
+	a.log.Info("configuration reloaded through the REST API", "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]string{"done": "reload"})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }

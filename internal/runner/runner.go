@@ -1,0 +1,314 @@
+// Package runner runs the flows of one MM2 configuration file and lets an
+// operator pause, resume and restart them, and reload the file.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/flow"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/replicate"
+)
+
+// ErrUnknownFlow is returned for a flow name the configuration lacks.
+var ErrUnknownFlow = errors.New("unknown flow")
+
+// Runner runs the flows of a configuration file.
+type Runner struct {
+	path string
+	only []string // --clusters: targets to run flows into; all when empty
+	m    *metrics.Metrics
+	log  *slog.Logger
+
+	ctx   context.Context // Run's; flows run under it
+	fatal chan error      // a flow failed on its own
+
+	mu    sync.Mutex
+	cfg   *config.Config
+	flows map[string]*managed
+}
+
+// managed is one running flow.
+type managed struct {
+	name       string
+	heartbeats bool // a pair that only emits heartbeats
+	eos        bool
+	f          *flow.Flow
+	cancel     context.CancelFunc
+	done       chan struct{}
+
+	mu      sync.Mutex
+	state   string // starting, running, stopped, failed
+	err     error
+	started time.Time
+}
+
+// Load reads and checks the configuration file; warnings are logged. It
+// returns an error when the file is invalid or enables no flow.
+func Load(path string, only []string, log *slog.Logger) (*config.Config, error) {
+	cfg, err := config.Load(path, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
+	if len(only) > 0 {
+		if _, err := cfg.FlowsTargeting(only); err != nil {
+			return nil, err
+		}
+	}
+	if len(selected(cfg, only)) == 0 {
+		return nil, fmt.Errorf("%s enables no flow (set A->B.enabled = true)", path)
+	}
+	return cfg, nil
+}
+
+// New returns a Runner for a configuration that Load returned.
+func New(path string, cfg *config.Config, only []string, m *metrics.Metrics, log *slog.Logger) *Runner {
+	return &Runner{path: path, cfg: cfg, only: only, m: m, log: log, fatal: make(chan error, 1), flows: make(map[string]*managed)}
+}
+
+func selected(cfg *config.Config, only []string) []*config.Flow {
+	var out []*config.Flow
+	for _, f := range cfg.Flows {
+		if len(only) == 0 || slices.Contains(only, f.Target) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Config returns the configuration in effect.
+func (r *Runner) Config() *config.Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg
+}
+
+// Run starts every flow and returns when ctx ends (nil) or a flow fails on
+// its own (its error): a replicator that is partly broken but looks alive is
+// worse than one that exits loudly. Flows are stopped before Run returns.
+func (r *Runner) Run(ctx context.Context) error {
+	r.ctx = ctx
+	r.mu.Lock()
+	r.startAll()
+	r.mu.Unlock()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-r.fatal:
+	}
+	r.mu.Lock()
+	r.stopAll()
+	r.mu.Unlock()
+	return err
+}
+
+// startAll starts the flows of r.cfg; r.mu is held.
+func (r *Runner) startAll() {
+	flows := selected(r.cfg, r.only)
+	origin := flow.OriginHeaderFlows(r.cfg, flows)
+	for _, fc := range flows {
+		r.start(fc, false, flow.Options{AddOrigin: origin[fc.Name()]})
+	}
+	for _, fc := range heartbeatPairs(r.cfg, r.only, r.log) {
+		r.start(fc, true, flow.Options{})
+	}
+}
+
+// start runs one flow; r.mu is held.
+func (r *Runner) start(fc *config.Flow, heartbeats bool, opts flow.Options) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	mf := &managed{name: fc.Name(), heartbeats: heartbeats, eos: flow.ExactlyOnce(fc), f: flow.New(fc, opts, r.m, r.log),
+		cancel: cancel, done: make(chan struct{}), state: "running", started: time.Now()}
+	r.flows[mf.name] = mf
+	go func() {
+		defer close(mf.done)
+		var err error
+		if heartbeats {
+			err = mf.f.RunHeartbeatsOnly(ctx)
+		} else {
+			err = mf.f.Run(ctx)
+		}
+		mf.mu.Lock()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			mf.state, mf.err = "failed", err
+		default:
+			mf.state = "stopped"
+		}
+		mf.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			select {
+			case r.fatal <- err:
+			default:
+			}
+		}
+	}()
+}
+
+// stopAll stops every flow and waits for them; r.mu is held.
+func (r *Runner) stopAll() {
+	for _, mf := range r.flows {
+		mf.cancel()
+	}
+	for name, mf := range r.flows {
+		<-mf.done
+		delete(r.flows, name)
+	}
+}
+
+// Restart stops a flow and starts it again with the same configuration.
+func (r *Runner) Restart(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	mf, ok := r.flows[name]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownFlow, name)
+	}
+	mf.cancel()
+	<-mf.done
+	fc, err := r.flowConfig(name, mf.heartbeats)
+	if err != nil {
+		return err
+	}
+	opts := flow.Options{}
+	if !mf.heartbeats {
+		opts.AddOrigin = flow.OriginHeaderFlows(r.cfg, []*config.Flow{fc})[name]
+	}
+	r.log.Info("restarting flow", "flow", name)
+	r.start(fc, mf.heartbeats, opts)
+	return nil
+}
+
+func (r *Runner) flowConfig(name string, heartbeats bool) (*config.Flow, error) {
+	for _, fc := range r.cfg.Flows {
+		if fc.Name() == name {
+			return fc, nil
+		}
+	}
+	if heartbeats {
+		for _, fc := range heartbeatPairs(r.cfg, r.only, r.log) {
+			if fc.Name() == name {
+				return fc, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w %q", ErrUnknownFlow, name)
+}
+
+// Pause stops a flow's fetching until Resume.
+func (r *Runner) Pause(name string) error { return r.each(name, (*flow.Flow).Pause) }
+
+// Resume undoes Pause.
+func (r *Runner) Resume(name string) error { return r.each(name, (*flow.Flow).Resume) }
+
+func (r *Runner) each(name string, fn func(*flow.Flow) bool) error {
+	r.mu.Lock()
+	mf, ok := r.flows[name]
+	r.mu.Unlock()
+	if !ok || mf.heartbeats {
+		return fmt.Errorf("%w %q", ErrUnknownFlow, name)
+	}
+	if !fn(mf.f) {
+		return fmt.Errorf("flow %q is not replicating yet", name)
+	}
+	return nil
+}
+
+// Reload reads the configuration file again. An invalid file changes
+// nothing and its error is returned; a valid one replaces the running flows.
+func (r *Runner) Reload() error {
+	cfg, err := Load(r.path, r.only, r.log)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log.Info("reloading configuration", "file", r.path)
+	r.stopAll()
+	r.cfg = cfg
+	r.startAll()
+	return nil
+}
+
+// FlowStatus is the state of one flow.
+type FlowStatus struct {
+	Name        string                      `json:"name"`
+	Kind        string                      `json:"kind"` // replication or heartbeats
+	State       string                      `json:"state"`
+	ExactlyOnce bool                        `json:"exactly_once,omitempty"`
+	Since       time.Time                   `json:"since"`
+	Error       string                      `json:"error,omitempty"`
+	Partitions  []replicate.PartitionStatus `json:"partitions,omitempty"`
+}
+
+// Status returns the state of every flow, sorted by name.
+func (r *Runner) Status() []FlowStatus {
+	r.mu.Lock()
+	flows := make([]*managed, 0, len(r.flows))
+	for _, mf := range r.flows {
+		flows = append(flows, mf)
+	}
+	r.mu.Unlock()
+	out := make([]FlowStatus, 0, len(flows))
+	for _, mf := range flows {
+		mf.mu.Lock()
+		st := FlowStatus{Name: mf.name, Kind: "replication", State: mf.state, ExactlyOnce: mf.eos, Since: mf.started}
+		if mf.err != nil {
+			st.Error = mf.err.Error()
+		}
+		mf.mu.Unlock()
+		if mf.heartbeats {
+			st.Kind = "heartbeats"
+		} else {
+			st.Partitions = mf.f.Partitions()
+			if st.State == "running" && st.Partitions == nil {
+				st.State = "starting"
+			}
+			if st.State == "running" && mf.f.Paused() {
+				st.State = "paused"
+			}
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// heartbeatPairs returns the pairs that replicate nothing but, as in MM2,
+// emit heartbeats: every ordered pair of clusters whose flow is disabled,
+// whose target is selected by --clusters, and whose heartbeats are on.
+func heartbeatPairs(cfg *config.Config, only []string, log *slog.Logger) []*config.Flow {
+	enabled := make(map[string]bool)
+	for _, f := range cfg.Flows {
+		enabled[f.Name()] = true
+	}
+	var out []*config.Flow
+	for _, s := range cfg.Clusters {
+		for _, t := range cfg.Clusters {
+			if s == t || enabled[s+"->"+t] || (len(only) > 0 && !slices.Contains(only, t)) {
+				continue
+			}
+			f, err := cfg.Pair(s, t)
+			if err != nil {
+				log.Warn("no heartbeats for pair", "pair", s+"->"+t, "err", err)
+				continue
+			}
+			if f.EmitHeartbeatsEnabled {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
