@@ -259,11 +259,21 @@ func (f *Flow) Run(ctx context.Context) error {
 		f.log.Warn("ignoring isolation.level: kmirror copies only committed records", "value", v)
 	}
 	startAtEnd := c.SourceConsumer["auto.offset.reset"] == "latest"
-	consumer, _, err := f.client("replication-consumer", clients.Consumer, c.SourceConsumer,
+	copts := []kgo.Opt{
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-	)
+	}
+	group := GroupID(c)
+	hooks := &groupHooks{remotes: make(map[string]string)}
+	if group != "" {
+		if ExactlyOnce(c) {
+			return fmt.Errorf("flow %s: exactly-once with several workers (%s) is not supported yet; run one worker per flow", c.Name(), WorkersKey)
+		}
+		copts = append(copts, hooks.options(group, c.SourceConsumer)...)
+		f.log.Info("workers share this flow through a consumer group on the source", "group", group)
+	}
+	consumer, _, err := f.client("replication-consumer", clients.Consumer, c.SourceConsumer, copts...)
 	if err != nil {
 		return err
 	}
@@ -276,7 +286,7 @@ func (f *Flow) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	usePT := Passthrough(c) && !eos && !f.opts.AddOrigin
+	usePT := Passthrough(c) && !eos && !f.opts.AddOrigin && group == ""
 	byCodec, err := f.codecProducers(eos || usePT, popts)
 	if err != nil {
 		return err
@@ -333,9 +343,14 @@ func (f *Flow) Run(ctx context.Context) error {
 			StartAtEnd:    startAtEnd,
 			AddOrigin:     f.opts.AddOrigin,
 			Transactional: eos,
+			Group:         group != "",
+			Remote:        hooks.remote,
 			Metrics:       f.m,
 			Log:           f.log,
 		})
+	}
+	if r, ok := rep.(*replicate.Replicator); ok {
+		hooks.rep = r
 	}
 	syncer := &topicsync.Syncer{
 		Source:                srcAdm,
@@ -357,9 +372,13 @@ func (f *Flow) Run(ctx context.Context) error {
 			return err
 		}
 		for _, t := range ts {
-			if err := f.checkTopicID(ctx, store, rep, assigned, t); err != nil {
+			if err := f.checkTopicID(ctx, store, rep, assigned, t, group != ""); err != nil {
 				return err
 			}
+		}
+		if group != "" {
+			f.subscribe(consumer, producer, hooks, ts)
+			return nil
 		}
 		var add []replicate.Partition
 		live := make(map[progress.TP]bool)
@@ -478,7 +497,7 @@ func (f *Flow) Run(ctx context.Context) error {
 // the same name: its saved progress belongs to the old topic. The new topic
 // is replicated from its start; whatever the old topic held past the saved
 // progress and was not copied is gone, and that is reported.
-func (f *Flow) checkTopicID(ctx context.Context, store *progress.Store, rep dataPath, assigned map[progress.TP]bool, t topicsync.Topic) error {
+func (f *Flow) checkTopicID(ctx context.Context, store *progress.Store, rep dataPath, assigned map[progress.TP]bool, t topicsync.Topic, grouped bool) error {
 	if t.ID == "" || !t.Ready {
 		return nil
 	}
@@ -494,7 +513,9 @@ func (f *Flow) checkTopicID(ctx context.Context, store *progress.Store, rep data
 				delete(assigned, tp)
 			}
 		}
-		if err := rep.Revoke(ctx, mine); err != nil {
+		if r, ok := rep.(*replicate.Replicator); ok && grouped {
+			r.RewindTopic(ctx, t.Name)
+		} else if err := rep.Revoke(ctx, mine); err != nil {
 			return err
 		}
 		reset := make(map[progress.TP]int64)

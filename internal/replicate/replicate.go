@@ -56,6 +56,12 @@ type Config struct {
 	StartAtEnd bool
 	// AddOrigin writes OriginHeader on records that lack it.
 	AddOrigin bool
+	// Group means Source is a member of a Kafka consumer group that hands
+	// out the partitions (several workers share a flow): partitions come
+	// and go through GroupAssigned and GroupRevoked, not Assign, and
+	// Remote names their remote topics.
+	Group  bool
+	Remote func(topic string) string
 	// Transactional is exactly-once mode: Target is a transactional
 	// producer and progress is written in the same transactions as the
 	// records (see eos.go).
@@ -109,6 +115,7 @@ type partition struct {
 	failed   error    // set on the first produce error of a generation
 	stopped  bool     // a fatal error stopped the partition
 	reset    bool     // the source log restarted: save done even when it is -1
+	revoked  bool     // being handed back: nothing more is sent
 	// Records up to carefulUntil go out one at a time, to find which
 	// record of a batch the target refused as too large.
 	carefulUntil  int64
@@ -187,7 +194,16 @@ func (r *Replicator) Revoke(ctx context.Context, tps []progress.TP) error {
 	for _, tp := range tps {
 		rm[tp.Topic] = append(rm[tp.Topic], tp.Partition)
 	}
-	r.cfg.Source.RemoveConsumePartitions(rm)
+	if !r.cfg.Group {
+		r.cfg.Source.RemoveConsumePartitions(rm)
+	}
+	for _, tp := range tps {
+		if p := r.lookup(tp); p != nil {
+			p.mu.Lock()
+			p.revoked = true // drops records of this partition still buffered
+			p.mu.Unlock()
+		}
+	}
 	if r.cfg.Transactional {
 		// Their progress goes out with the next transaction.
 		if err := r.Commit(ctx); err != nil {
@@ -210,7 +226,6 @@ func (r *Replicator) Revoke(ctx context.Context, tps []progress.TP) error {
 			return err
 		}
 		p.mu.Lock()
-		p.stopped = true // drops records of this partition still buffered
 		if p.done >= 0 || p.reset {
 			final[tp] = p.done
 		}
@@ -352,7 +367,7 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 	now := time.Now()
 	for _, rec := range fp.Records {
 		p.mu.Lock()
-		if p.stopped || p.failed != nil || rec.Offset < p.next {
+		if p.stopped || p.revoked || p.failed != nil || rec.Offset < p.next {
 			// Stale data from before a restart, or a stopped partition.
 			p.mu.Unlock()
 			continue
@@ -538,7 +553,7 @@ func (r *Replicator) handleRestarts(ctx context.Context) {
 }
 
 func (r *Replicator) restart(ctx context.Context, p *partition) {
-	r.cfg.Source.RemoveConsumePartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
+	r.stopFetching(p.tp)
 	// Nothing of p may be in flight when p.done is read.
 	if p.drain(ctx) != nil {
 		return
@@ -554,6 +569,9 @@ func (r *Replicator) restart(ctx context.Context, p *partition) {
 // is fatal. p must have nothing in flight.
 func (r *Replicator) resume(ctx context.Context, p *partition, from int64, err error, delay time.Duration) {
 	p.mu.Lock()
+	if from <= 0 && p.base > 0 {
+		from = p.base // nothing copied yet: where this partition began
+	}
 	isFatal := fatal(err)
 	if errors.Is(err, kerr.MessageTooLarge) && !p.failedCareful {
 		// The target refused a whole batch: send what was fetched one
@@ -592,12 +610,34 @@ func (r *Replicator) resume(ctx context.Context, p *partition, from int64, err e
 		return
 	case <-time.After(delay):
 	}
+	r.startFetching(p.tp, from)
+}
+
+// stopFetching stops fetching tp until startFetching.
+func (r *Replicator) stopFetching(tp progress.TP) {
+	if r.cfg.Group {
+		r.cfg.Source.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+		return
+	}
+	r.cfg.Source.RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+}
+
+// startFetching fetches tp from source offset from (the log start when
+// from is 0 or less).
+func (r *Replicator) startFetching(tp progress.TP, from int64) {
+	if r.cfg.Group {
+		r.cfg.Source.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: max(from, 0)}}})
+		if !r.paused.Load() {
+			r.cfg.Source.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+		}
+		return
+	}
 	off := kgo.NewOffset().At(from)
 	if from <= 0 {
 		off = kgo.NewOffset().AtStart()
 	}
-	r.cfg.Source.RemoveConsumePartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
-	r.cfg.Source.AddConsumePartitions(map[string]map[int32]kgo.Offset{p.tp.Topic: {p.tp.Partition: off}})
+	r.cfg.Source.RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	r.cfg.Source.AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: off}})
 }
 
 // fetchError handles an error fetching one partition. An offset out of
@@ -650,8 +690,7 @@ func (r *Replicator) fetchError(ctx context.Context, tp progress.TP, err error) 
 		}
 	}
 	p.mu.Unlock()
-	r.cfg.Source.RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
-	r.cfg.Source.AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: kgo.NewOffset().At(resume)}})
+	r.startFetching(tp, resume)
 }
 
 func header(r *kgo.Record, key string) (string, bool) {

@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
+)
+
+// TestWorkersShareAndTakeOver runs two kmirror workers on one flow in group
+// mode: the source's group coordinator spreads the partitions over both;
+// one is killed with SIGKILL under load and the other takes its partitions
+// over. Nothing is lost.
+func TestWorkersShareAndTakeOver(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "workers")
+	a.CreateTopic(t, topic, 6, nil)
+
+	pctx, stopProducing := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		cl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
+		for i := 0; pctx.Err() == nil; i++ {
+			cl.Produce(pctx, &kgo.Record{Topic: topic, Partition: int32(i % 6), Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprint("v", i))}, nil)
+			if i%100 == 99 {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		cl.Flush(context.Background())
+	}()
+
+	src, dst := alias(t, "src"), alias(t, "dst")
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
+		src+"->"+dst+".topics = "+topic,
+		"kmirror.workers = group",
+		src+".consumer.session.timeout.ms = 6000",
+		src+".consumer.heartbeat.interval.ms = 500"))
+	remote := src + "." + topic
+	w1 := startKmirror(t, cfg)
+	w2 := startKmirror(t, cfg)
+	owns := func(p *proc) int { return strings.Count(p.log.String(), "partition assigned to this worker") }
+	waitFor(t, 60*time.Second, "both workers to own partitions", func() bool { return owns(w1) > 0 && owns(w2) > 0 })
+	waitFor(t, 60*time.Second, "records on the target", func() bool { return countOrZero(t, b, remote) > 2000 })
+	t.Logf("worker 1 was assigned %d partitions, worker 2 %d", owns(w1), owns(w2))
+	before := owns(w2)
+	w1.kill()
+	time.Sleep(3 * time.Second)
+	stopProducing()
+	wg.Wait()
+
+	want := a.ReadAll(t, topic)
+	waitFor(t, 90*time.Second, "worker 2 to copy everything", func() bool { return hasAllKeys(t, b, remote, want) })
+	w2.stop()
+	got := b.ReadAll(t, remote)
+	dups := checkNoLoss(t, want, got)
+	t.Logf("source %d records, target %d, duplicates after the takeover: %d; worker 2 was assigned %d partitions in all", len(want), len(got), dups, owns(w2))
+	if owns(w2) <= before {
+		t.Errorf("worker 2 never took over worker 1's partitions: %d assignments before the kill, %d after", before, owns(w2))
+	}
+}
