@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
+)
+
+// topicACLs returns topic's LITERAL ACLs on c as "PERMISSION principal OPERATION".
+func topicACLs(t *testing.T, c *testkafka.Cluster, topic string) []string {
+	t.Helper()
+	f := kadm.NewACLs().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).Operations().
+		Allow().AllowHosts().Deny().DenyHosts()
+	rs, err := c.Admin(t).DescribeACLs(ctx(t), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rs {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		for _, d := range r.Described {
+			out = append(out, d.Permission.String()+" "+d.Principal+" "+d.Operation.String())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestTopicACLSync gives a source topic ACLs while kmirror runs, on
+// clusters with an authorizer: the remote topic gets alice's READ and
+// mallory's DENY, never bob's WRITE, so bob cannot write the remote topic.
+func TestTopicACLSync(t *testing.T) {
+	cs := testkafka.Start(t, testkafka.Options{Clusters: 2, Nodes: 1, Secure: true})
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "aclsync")
+	a.CreateTopic(t, topic, 1, nil)
+
+	// kmirror uses the PLAINTEXT listeners, where it is a super user.
+	src, dst := "A", "B"
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
+		src+"->"+dst+".topics = "+topic,
+		"sync.topic.acls.interval.seconds = 2"))
+	p := startKmirror(t, cfg)
+	remote := src + "." + topic
+	waitFor(t, 30*time.Second, remote, func() bool { return hasTopic(t, b, remote) })
+
+	adm := a.Admin(t)
+	for _, acl := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Allow("User:alice"),
+		kadm.NewACLs().Topics(topic).Operations(kadm.OpWrite).Allow("User:bob"),
+		kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Deny("User:mallory"),
+	} {
+		rs, err := adm.CreateACLs(ctx(t), acl.ResourcePatternType(kadm.ACLPatternLiteral))
+		if err == nil {
+			err = rs[0].Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"ALLOW User:alice READ", "DENY User:mallory READ"}
+	var got []string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last remote ACLs seen: %q", got)
+		}
+	})
+	waitFor(t, 15*time.Second, "remote ACLs "+remote, func() bool {
+		got = topicACLs(t, b, remote)
+		return slices.Equal(got, want)
+	})
+
+	// bob may write the source topic, not its remote topic.
+	bob := func(c *testkafka.Cluster, topic string) error {
+		cl := c.Client(t, append(c.SASL(t, "SCRAM-SHA-512", "bob", c.Users["bob"]),
+			kgo.RecordDeliveryTimeout(10*time.Second))...)
+		ctx, cancel := context.WithTimeout(ctx(t), 15*time.Second)
+		defer cancel()
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("bob")}).FirstErr()
+	}
+	if err := bob(a, topic); err != nil {
+		t.Fatalf("bob writing the source topic: %v", err)
+	}
+	if err := bob(b, remote); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("bob writing the remote topic: got %v, want %v", err, kerr.TopicAuthorizationFailed)
+	}
+	time.Sleep(2500 * time.Millisecond) // one more interval: nothing more appears
+	if got = topicACLs(t, b, remote); !slices.Equal(got, want) {
+		t.Errorf("remote ACLs %q, want %q", got, want)
+	}
+	p.stop()
+}
