@@ -17,6 +17,9 @@ Usage:
               [--metrics-addr ADDR] [--memory-limit SIZE] FILE
                          run every enabled flow of an MM2 properties file;
                          SIGHUP reloads it, SIGTERM stops cleanly
+  kmirror mm1 --consumer.config FILE --producer.config FILE --whitelist REGEX [...]
+                         MirrorMaker 1's command line (kafka-mirror-maker.sh flags);
+                         "kmirror mm1 --help" lists them
   kmirror offsets --config FILE --group G --from A --to B [--apply [--allow-rewind]]
                   [--use checkpoints|translate] [--output text|json] [--timeout 30s]
                          print G's offsets on B translated from A; --apply commits
@@ -46,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "run":
 		return runCmd(args[1:], stdout, stderr)
+	case "mm1":
+		return mm1Cmd(args[1:], stdout, stderr)
 	case "offsets":
 		return offsetsCmd(args[1:], stdout, stderr)
 	case "topology":
