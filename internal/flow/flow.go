@@ -475,6 +475,27 @@ func (f *Flow) Run(ctx context.Context) error {
 			}
 		})
 	}
+	// Topic configs and ACLs follow the source, at start and on their
+	// intervals, as MM2's syncTopicConfigs and syncTopicAcls do.
+	for _, job := range []struct {
+		on   bool
+		d    time.Duration
+		name string
+		fn   func(context.Context) error
+	}{
+		{c.SyncTopicConfigsEnabled, c.SyncTopicConfigsInterval, "topic configs", syncer.SyncConfigs},
+		{c.SyncTopicACLsEnabled, c.SyncTopicACLsInterval, "topic ACLs", syncer.SyncACLs},
+	} {
+		if !job.on || job.d <= 0 {
+			continue
+		}
+		run := func() {
+			if err := job.fn(loops); err != nil && loops.Err() == nil {
+				f.log.Warn("syncing "+job.name+" failed; retrying at the next interval", "err", err)
+			}
+		}
+		go func() { run(); f.every(loops, job.d, run) }()
+	}
 	f.log.Info("flow started", "source", c.Source, "target", c.Target, "partitions", len(assigned))
 	err = rep.Run(loops, f.opts.Drain)
 	stop()
