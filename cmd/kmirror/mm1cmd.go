@@ -171,7 +171,7 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 			return nil, fmt.Errorf("--abort.on.send.failure %q: want true or false", *abort)
 		}
 		o.notes = append(o.notes, "--abort.on.send.failure has no effect: send errors are retried; "+
-			"an error a retry cannot fix stops that partition only (see GET /status and kmirror_partition_errors)")
+			"an error a retry cannot fix stops that partition only (see GET /status and kmirror_partition_errors_total)")
 	}
 	if set["new.consumer"] {
 		o.notes = append(o.notes, "--new.consumer has no effect")
