@@ -138,6 +138,9 @@ func (f *Flow) OffsetSyncsTopic() (string, error) {
 // String is the flow name; it never includes settings.
 func (f *Flow) String() string { return f.Name() }
 
+// File is the path of the configuration file the flow comes from.
+func (f *Flow) File() string { return f.cfg.Path }
+
 // Position returns the raw key that set a flow setting and its line, for
 // messages raised by other packages (line 0 if it was a default).
 func (f *Flow) Position(setting string) (key string, line int) {

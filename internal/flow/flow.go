@@ -24,6 +24,7 @@ import (
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/replicate"
+	"github.com/kmirror/kmirror/internal/throttle"
 	"github.com/kmirror/kmirror/internal/topicsync"
 )
 
@@ -68,6 +69,23 @@ const PassthroughKey = "kmirror.passthrough.enabled"
 
 // Passthrough reports whether a flow asks for passthrough.
 func Passthrough(c *config.Flow) bool { return c.Settings[PassthroughKey] == "true" }
+
+// ThrottleKey bounds the bytes per second a flow copies to its target
+// (keys and values on the record path, batch bytes on passthrough).
+const ThrottleKey = "kmirror.throttle.bytes.per.second"
+
+func throttleOf(c *config.Flow) (*throttle.Limiter, error) {
+	v, ok := c.Settings[ThrottleKey]
+	if !ok || v == "" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		raw, line := c.Position(ThrottleKey)
+		return nil, &config.Error{File: c.File(), Line: line, Key: raw, Msg: fmt.Sprintf("want a whole number of bytes per second, not %q", v)}
+	}
+	return throttle.New(n), nil
+}
 
 // ExactlyOnce reports whether a flow runs in exactly-once mode: MM2's
 // worker setting exactly.once.source.support=enabled, given for the target
@@ -319,6 +337,10 @@ func (f *Flow) Run(ctx context.Context) error {
 		}
 	}
 
+	limiter, err := throttleOf(c)
+	if err != nil {
+		return err
+	}
 	var rep dataPath
 	if usePT {
 		f.log.Info("passthrough: source batches are forwarded without recompression")
@@ -328,6 +350,7 @@ func (f *Flow) Run(ctx context.Context) error {
 			Target: producer, TargetAdmin: tgtAdm,
 			Progress: store, Syncs: syncs,
 			StartAtEnd: startAtEnd,
+			Throttle:   limiter,
 			Metrics:    f.m, Log: f.log,
 		})
 	} else {
@@ -342,6 +365,7 @@ func (f *Flow) Run(ctx context.Context) error {
 			Syncs:         syncs,
 			StartAtEnd:    startAtEnd,
 			AddOrigin:     f.opts.AddOrigin,
+			Throttle:      limiter,
 			Transactional: eos,
 			Group:         group != "",
 			Remote:        hooks.remote,

@@ -41,6 +41,7 @@ import (
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/replicate"
+	"github.com/kmirror/kmirror/internal/throttle"
 )
 
 // Defaults of the tuning fields of Config.
@@ -78,6 +79,9 @@ type Config struct {
 	Syncs *offsetsync.Writer
 	// StartAtEnd starts partitions without progress at the log end.
 	StartAtEnd bool
+	// Throttle bounds the bytes per second sent to the target; nil is no
+	// limit.
+	Throttle *throttle.Limiter
 	// AddOrigin writes replicate.OriginHeader on records that lack it and
 	// drops records that came from the target. It forces every batch
 	// through decode and re-encode.
@@ -974,6 +978,11 @@ func addSeq(seq, n int32) int32 {
 // answer of each partition.
 func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending) {
 	defer pl.wg.Done()
+	n := 0
+	for _, sd := range ss {
+		n += len(sd.b.raw)
+	}
+	_ = pl.cfg.Throttle.Wait(ctx, n) // on ctx's end the request fails and is retried
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 30000

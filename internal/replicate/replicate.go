@@ -25,6 +25,7 @@ import (
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/throttle"
 )
 
 // OriginHeader is the provenance header: the alias of the cluster where a
@@ -56,6 +57,8 @@ type Config struct {
 	StartAtEnd bool
 	// AddOrigin writes OriginHeader on records that lack it.
 	AddOrigin bool
+	// Throttle bounds the bytes per second copied; nil is no limit.
+	Throttle *throttle.Limiter
 	// Group means Source is a member of a Kafka consumer group that hands
 	// out the partitions (several workers share a flow): partitions come
 	// and go through GroupAssigned and GroupRevoked, not Assign, and
@@ -403,6 +406,9 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 		if r.cfg.AddOrigin && !has {
 			out.Headers = append(append(make([]kgo.RecordHeader, 0, len(rec.Headers)+1), rec.Headers...),
 				kgo.RecordHeader{Key: OriginHeader, Value: []byte(r.cfg.SourceAlias)})
+		}
+		if r.cfg.Throttle.Wait(ctx, len(rec.Key)+len(rec.Value)) != nil {
+			return // stopping: the record was not sent and is fetched again
 		}
 		prod := r.producerFor(rec)
 		if prod != p.prod {
