@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -222,8 +225,27 @@ func TestGapReported(t *testing.T) {
 	if _, err := a.Admin(t).DeleteRecords(ctx(t), o); err != nil {
 		t.Fatal(err)
 	}
-	p = startKmirror(t, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	p = startKmirror(t, "--metrics-addr", addr, cfg)
 	waitFor(t, 60*time.Second, "records after the gap", func() bool { return countOrZero(t, b, src+"."+topic) == 23 })
+	// The loss and the copied records show in the metrics, with MM2's names.
+	metrics := func() string {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	lost := fmt.Sprintf(`kmirror_source_records_lost_total{partition="0",source=%q,target=%q,topic=%q} 7`, src, dst, topic)
+	copied := fmt.Sprintf(`kafka_connect_mirror_source_connector_record_count{partition="0",source=%q,target=%q,topic=%q} 13`, src, dst, src+"."+topic)
+	waitFor(t, 10*time.Second, "metrics", func() bool { m := metrics(); return strings.Contains(m, lost) && strings.Contains(m, copied) })
 	p.stop()
 	log := p.log.String()
 	if !strings.Contains(log, "source records lost before replication") || !strings.Contains(log, "first_lost=10") || !strings.Contains(log, "last_lost=16") {
