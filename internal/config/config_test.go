@@ -585,7 +585,7 @@ func TestSensitive(t *testing.T) {
 	for k, want := range map[string]bool{
 		"sasl.jaas.config": true, "A.consumer.sasl.jaas.config": true, "ssl.key.password": true,
 		"ssl.keystore.password": true, "ssl.truststore.password": true, "ssl.keystore.key": true,
-		"B.basic.auth.user.info": true, "client.secret": true,
+		"B.basic.auth.user.info": true, "client.secret": true, "kmirror.rest.token": true,
 		"bootstrap.servers": false, "ssl.keystore.location": false, "sasl.mechanism": false, "topics": false,
 	} {
 		if IsSensitive(k) != want {

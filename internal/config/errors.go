@@ -77,6 +77,7 @@ var sensitiveParts = []string{
 	"apikey",
 	"access.key",
 	"token.value",
+	"rest.token", // kmirror.rest.token
 }
 
 // IsSensitive reports whether key (with any cluster, flow or client prefix)
