@@ -11,6 +11,7 @@ import (
 
 var (
 	colKmirror = color.RGBA{0x1f, 0x77, 0xb4, 0xff}
+	colPT      = color.RGBA{0x2c, 0xa0, 0x2c, 0xff}
 	colMM2     = color.RGBA{0xff, 0x7f, 0x0e, 0xff}
 	colLimit   = color.RGBA{0xa0, 0xa0, 0xa0, 0xff}
 	colText    = color.RGBA{0x20, 0x20, 0x20, 0xff}
@@ -30,9 +31,9 @@ type panel struct {
 // throughput, CPU per GB and peak RSS, one panel each.
 func Chart(res *Results, w io.Writer) error {
 	panels := []panel{
-		{"THROUGHPUT, MB/S (HIGHER IS BETTER)", []string{Kmirror, MM2, Limit}, func(s Summary) Stat { return s.MBPerSec }},
-		{"CPU SECONDS PER GB COPIED (LOWER IS BETTER)", []string{Kmirror, MM2}, func(s Summary) Stat { return s.CPUPerGB }},
-		{"PEAK RSS, MIB (LOWER IS BETTER)", []string{Kmirror, MM2}, func(s Summary) Stat { return s.PeakRSSMiB }},
+		{"THROUGHPUT, MB/S (HIGHER IS BETTER)", []string{Kmirror, KmirrorPT, MM2, Limit}, func(s Summary) Stat { return s.MBPerSec }},
+		{"CPU SECONDS PER GB COPIED (LOWER IS BETTER)", []string{Kmirror, KmirrorPT, MM2}, func(s Summary) Stat { return s.CPUPerGB }},
+		{"PEAK RSS, MIB (LOWER IS BETTER)", []string{Kmirror, KmirrorPT, MM2}, func(s Summary) Stat { return s.PeakRSSMiB }},
 	}
 	const (
 		width  = 1200
@@ -41,7 +42,7 @@ func Chart(res *Results, w io.Writer) error {
 	)
 	img := image.NewRGBA(image.Rect(0, 0, width, top+len(panels)*panelH+20))
 	fill(img, img.Bounds(), color.White)
-	title := "KMIRROR VS APACHE MIRRORMAKER 2"
+	title := "KMIRROR (RECORD PATH, PASSTHROUGH) VS APACHE MIRRORMAKER 2"
 	if res.Meta.Quick {
 		title += " (QUICK RUN, NOT REPRESENTATIVE)"
 	}
@@ -49,7 +50,7 @@ func Chart(res *Results, w io.Writer) error {
 	legend := []struct {
 		name string
 		c    color.Color
-	}{{"kmirror", colKmirror}, {"Apache MM2", colMM2}, {"limit: ProducerPerformance to the target", colLimit}}
+	}{{"kmirror", colKmirror}, {"kmirror-pt (passthrough)", colPT}, {"Apache MM2", colMM2}, {"limit: ProducerPerformance", colLimit}}
 	x := 20
 	for _, l := range legend {
 		fill(img, image.Rect(x, 46, x+16, 60), l.c)
@@ -105,7 +106,7 @@ func drawPanel(img *image.RGBA, res *Results, p panel, r image.Rectangle) {
 			sm := sums[w][s]
 			st := p.get(sm)
 			bx := gx + si*barW
-			c := map[string]color.Color{Kmirror: colKmirror, MM2: colMM2, Limit: colLimit}[s]
+			c := map[string]color.Color{Kmirror: colKmirror, KmirrorPT: colPT, MM2: colMM2, Limit: colLimit}[s]
 			if sm.OK == 0 {
 				continue
 			}

@@ -30,23 +30,24 @@ var BrokerJVMOpts = []string{
 }
 
 // Clusters are the source and target clusters of a benchmark, each one
-// node, and the delaying proxy in front of the source.
+// node, and the delaying proxies in front of the source.
 type Clusters struct {
 	Run    *kafkalocal.Run
 	Source string // bootstrap of the source, direct
 	Target string // bootstrap of the target, direct
-	// Delayed is the bootstrap of the source through the proxy. The
-	// source broker has a second listener, WAN, whose advertised address
-	// is the proxy, so clients that bootstrap here stay behind it.
-	Delayed string
-	proxy   *latproxy.Proxy
+	// Delayed maps a one-way delay to the bootstrap of the source through
+	// a proxy adding it. The source broker has one more listener per
+	// delay (WAN0, WAN1, ...) whose advertised address is that proxy, so
+	// clients that bootstrap there stay behind it.
+	Delayed map[time.Duration]string
+	proxies []*latproxy.Proxy
 }
 
-// StartClusters brings up clusters "src" and "dst" in dir, adds the WAN
-// listener to the source broker (a restart: KRaft brokers cannot change
-// advertised.listeners dynamically) and starts a proxy that delays each
-// direction by delay.
-func StartClusters(ctx context.Context, dir, libs string, delay time.Duration, log io.Writer) (*Clusters, error) {
+// StartClusters brings up clusters "src" and "dst" in dir, adds a listener
+// per delay to the source broker (a restart: KRaft brokers cannot change
+// advertised.listeners dynamically) and starts a proxy in front of each
+// that delays each direction by that delay.
+func StartClusters(ctx context.Context, dir, libs string, delays []time.Duration, log io.Writer) (*Clusters, error) {
 	run, err := kafkalocal.Up(ctx, kafkalocal.Options{
 		Names: []string{"src", "dst"}, Nodes: 1, Dir: dir, Libs: libs,
 		JVMOpts: BrokerJVMOpts, DieWithParent: true, Log: log,
@@ -54,7 +55,7 @@ func StartClusters(ctx context.Context, dir, libs string, delay time.Duration, l
 	if err != nil {
 		return nil, err
 	}
-	c := &Clusters{Run: run}
+	c := &Clusters{Run: run, Delayed: map[time.Duration]string{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -63,18 +64,29 @@ func StartClusters(ctx context.Context, dir, libs string, delay time.Duration, l
 	}()
 	src, dst := run.Cluster("src"), run.Cluster("dst")
 	c.Source, c.Target = strings.Join(src.Bootstrap, ","), strings.Join(dst.Bootstrap, ",")
+	if len(delays) == 0 {
+		ok = true
+		return c, nil
+	}
 
-	ports, err := freePorts(2)
+	ports, err := freePorts(2 * len(delays))
 	if err != nil {
 		return nil, err
 	}
-	wan, proxyPort := ports[0], ports[1]
 	n := src.Nodes[0]
-	extra := fmt.Sprintf("\n# Added by kbench: a listener reached through a delaying proxy.\n"+
-		"listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d,WAN://127.0.0.1:%d\n"+
-		"advertised.listeners=PLAINTEXT://127.0.0.1:%d,WAN://127.0.0.1:%d\n"+
-		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,WAN:PLAINTEXT\n",
-		n.Port, n.ControllerPort, wan, n.Port, proxyPort)
+	listeners := []string{fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port), fmt.Sprintf("CONTROLLER://127.0.0.1:%d", n.ControllerPort)}
+	advertised := []string{fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port)}
+	protocols := []string{"CONTROLLER:PLAINTEXT", "PLAINTEXT:PLAINTEXT"}
+	for i := range delays {
+		name := fmt.Sprintf("WAN%d", i)
+		listeners = append(listeners, fmt.Sprintf("%s://127.0.0.1:%d", name, ports[2*i]))
+		advertised = append(advertised, fmt.Sprintf("%s://127.0.0.1:%d", name, ports[2*i+1]))
+		protocols = append(protocols, name+":PLAINTEXT")
+	}
+	extra := "\n# Added by kbench: listeners reached through delaying proxies.\n" +
+		"listeners=" + strings.Join(listeners, ",") + "\n" +
+		"advertised.listeners=" + strings.Join(advertised, ",") + "\n" +
+		"listener.security.protocol.map=" + strings.Join(protocols, ",") + "\n"
 	if err := run.StopNode("src", n.ID, false, 30*time.Second); err != nil {
 		return nil, err
 	}
@@ -94,24 +106,31 @@ func StartClusters(ctx context.Context, dir, libs string, delay time.Duration, l
 	if err := run.StartNode(sctx, "src", n.ID, true); err != nil {
 		return nil, err
 	}
-	c.proxy, err = latproxy.Start(latproxy.Options{
-		Listen: "127.0.0.1:" + strconv.Itoa(proxyPort),
-		Target: "127.0.0.1:" + strconv.Itoa(wan),
-		Delay:  delay,
-	})
-	if err != nil {
-		return nil, err
+	for i, d := range delays {
+		p, err := latproxy.Start(latproxy.Options{
+			Listen: "127.0.0.1:" + strconv.Itoa(ports[2*i+1]),
+			Target: "127.0.0.1:" + strconv.Itoa(ports[2*i]),
+			Delay:  d,
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.proxies = append(c.proxies, p)
+		c.Delayed[d] = p.Addr()
 	}
-	c.Delayed = c.proxy.Addr()
 	ok = true
 	return c, nil
 }
 
 // DelayedRTT measures the round trip of a small request to the source
-// broker through the proxy (the median of five on a warm connection), to
-// show the delay is in the path.
-func (c *Clusters) DelayedRTT(ctx context.Context) (time.Duration, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Delayed))
+// broker through the proxy that adds delay (the median of five on a warm
+// connection), to show the delay is in the path.
+func (c *Clusters) DelayedRTT(ctx context.Context, delay time.Duration) (time.Duration, error) {
+	addr, ok := c.Delayed[delay]
+	if !ok {
+		return 0, fmt.Errorf("no proxy adds %v", delay)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		return 0, err
 	}
@@ -133,15 +152,15 @@ func (c *Clusters) DelayedRTT(ctx context.Context) (time.Duration, error) {
 // SourceFor is the source bootstrap a replicator uses for w.
 func (c *Clusters) SourceFor(w Workload) string {
 	if w.Delay > 0 {
-		return c.Delayed
+		return c.Delayed[w.Delay]
 	}
 	return c.Source
 }
 
-// Stop stops the proxy and every broker.
+// Stop stops the proxies and every broker.
 func (c *Clusters) Stop() {
-	if c.proxy != nil {
-		c.proxy.Close()
+	for _, p := range c.proxies {
+		p.Close()
 	}
 	kafkalocal.Down(c.Run.Dir, 30*time.Second)
 }

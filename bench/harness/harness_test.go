@@ -14,8 +14,9 @@ import (
 )
 
 // TestQuickKB runs the benchmark end to end in --quick mode on the kb
-// workload, one round: real brokers, kmirror and Apache MM2. Both must get
-// every record to the target.
+// workload, one round: real brokers, kmirror, kmirror-pt and Apache MM2.
+// All must get every record to the target, kmirror-pt on the passthrough
+// path, and both kmirror runs are CPU-profiled.
 func TestQuickKB(t *testing.T) {
 	if os.Getenv("KMIRROR_SKIP_INTEGRATION") == "1" {
 		t.Skip("SKIPPED: KMIRROR_SKIP_INTEGRATION=1 — the end-to-end benchmark smoke test (real Kafka, kmirror, Apache MM2) did NOT run")
@@ -33,7 +34,7 @@ func TestQuickKB(t *testing.T) {
 	dir := t.TempDir()
 	res, err := Run(ctx, Config{
 		Root: root, Dir: dir, Workloads: []string{"kb"}, Runs: 1, Quick: true,
-		Timeout: 90 * time.Second, Log: &log,
+		Timeout: 90 * time.Second, Log: &log, Profile: "kb",
 	})
 	t.Logf("harness log:\n%s", log.String())
 	if err != nil {
@@ -49,15 +50,21 @@ func TestQuickKB(t *testing.T) {
 		if r.Records != w.Quick || r.Seconds < 0 || r.PeakRSS <= 0 && r.Replicator != Limit {
 			t.Errorf("%s: implausible result %+v", r.Replicator, r)
 		}
+		if r.Replicator != MM2 && r.Replicator != Limit && r.Profile == nil {
+			t.Errorf("%s: no CPU profile", r.Replicator)
+		}
 		seen[r.Replicator] = true
 	}
-	for _, want := range []string{Kmirror, MM2} {
+	if b, err := os.ReadFile(filepath.Join(dir, "kb-r1-kmirror-pt.log")); err != nil || !strings.Contains(string(b), "passthrough: source batches are forwarded") {
+		t.Errorf("kmirror-pt did not take the passthrough path (err %v)", err)
+	}
+	for _, want := range Replicators {
 		if !seen[want] {
 			t.Errorf("no successful %s run", want)
 		}
 	}
 	if t.Failed() {
-		for _, f := range []string{"kb-r1-kmirror.log", "kb-r1-mm2.log"} {
+		for _, f := range []string{"kb-r1-kmirror.log", "kb-r1-kmirror-pt.log", "kb-r1-mm2.log"} {
 			b, _ := os.ReadFile(filepath.Join(dir, f))
 			t.Logf("tail of %s:\n%s", f, tail(string(b), 30))
 		}

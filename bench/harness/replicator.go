@@ -20,10 +20,32 @@ import (
 
 // What a run measures.
 const (
-	Kmirror = "kmirror" // bin/kmirror run
-	MM2     = "mm2"     // org.apache.kafka.connect.mirror.MirrorMaker
-	Limit   = "limit"   // ProducerPerformance straight to the target
+	Kmirror   = "kmirror"    // bin/kmirror run (record path)
+	KmirrorPT = "kmirror-pt" // the same with kmirror.passthrough.enabled = true
+	MM2       = "mm2"        // org.apache.kafka.connect.mirror.MirrorMaker
+	Limit     = "limit"      // ProducerPerformance straight to the target
 )
+
+// Replicators are the replicators a benchmark compares, in report order.
+var Replicators = []string{Kmirror, KmirrorPT, MM2}
+
+// replName is a replicator's name in the report.
+func replName(r string) string {
+	switch r {
+	case Kmirror:
+		return "kmirror"
+	case KmirrorPT:
+		return "kmirror-pt (passthrough)"
+	case MM2:
+		return "Apache MM2"
+	case Limit:
+		return "limit (ProducerPerformance)"
+	}
+	return r
+}
+
+// PassthroughProperty is the line kmirror-pt adds to mm2.properties.
+const PassthroughProperty = "kmirror.passthrough.enabled = true"
 
 // MM2JVMOpts are those of Kafka's connect-mirror-maker.sh.
 var MM2JVMOpts = []string{"-Xms256m", "-Xmx2g"}
@@ -47,7 +69,9 @@ type Result struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 	CPUTotal   float64 `json:"cpu_total"`
 	PeakRSS    int64   `json:"peak_rss_bytes"` // VmHWM at the last record
-	Error      string  `json:"error,omitempty"`
+	// Profile summarises a CPU profile taken during the copy, if any.
+	Profile *Profile `json:"profile,omitempty"`
+	Error   string   `json:"error,omitempty"`
 }
 
 // CPUPerGB is CPU seconds in the window per 10^9 payload bytes.
@@ -136,10 +160,12 @@ rootLogger.level = INFO
 rootLogger.appenderRef.stdout.ref = STDOUT
 `
 
-// Replicate copies n records of w with replicator repl (Kmirror or MM2),
-// under fresh cluster aliases so that nothing of an earlier run is reused,
-// measures it, stops the replicator and deletes what the run created.
-func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, round int) Result {
+// Replicate copies n records of w with replicator repl (Kmirror, KmirrorPT
+// or MM2), under fresh cluster aliases so that nothing of an earlier run
+// is reused, measures it, stops the replicator and deletes what the run
+// created. If profile > 0 and repl is kmirror, it also takes a CPU profile
+// of that many seconds from the first record on.
+func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, round, profile int) Result {
 	res := Result{Workload: w.Name, Replicator: repl, Round: round, Records: n, Bytes: n * int64(w.RecordBytes())}
 	if err := e.admins(); err != nil {
 		res.Error = err.Error()
@@ -150,14 +176,31 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	base := filepath.Join(e.Dir, fmt.Sprintf("%s-r%d-%s", w.Name, round, repl))
 	props := base + ".properties"
 	body := MM2Properties(src, dst, e.Clusters.SourceFor(w), e.Clusters.Target, w, e.TasksMax)
+	if repl == KmirrorPT {
+		body += PassthroughProperty + "\n"
+	}
 	if err := os.WriteFile(props, []byte(body), 0o644); err != nil {
 		res.Error = err.Error()
 		return res
 	}
 	var cmd *exec.Cmd
+	var hooks runHooks
+	var prof *profiler
 	switch repl {
-	case Kmirror:
-		cmd = exec.Command(e.Kmirror, "run", "--clusters", dst, props)
+	case Kmirror, KmirrorPT:
+		args := []string{"run", "--clusters", dst}
+		if profile > 0 {
+			ports, err := freePorts(1)
+			if err != nil {
+				res.Error = err.Error()
+				return res
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+			args = append(args, "--metrics-addr", addr)
+			prof = &profiler{addr: addr, seconds: profile, path: base + ".cpu.pprof"}
+			hooks = runHooks{first: prof.start, last: prof.wait}
+		}
+		cmd = exec.Command(e.Kmirror, append(args, props)...)
 	case MM2:
 		l4j := filepath.Join(e.Dir, "mm2-log4j2.properties")
 		if err := os.WriteFile(l4j, []byte(mm2Log4j), 0o644); err != nil {
@@ -175,7 +218,16 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	for _, t := range w.TopicNames() {
 		remote = append(remote, src+"."+t)
 	}
-	e.measure(ctx, &res, cmd, base+".log", remote, stopGracefully)
+	e.measure(ctx, &res, cmd, base+".log", remote, stopGracefully, hooks)
+	if prof != nil {
+		p, err := prof.summarize(ctx)
+		if err != nil {
+			fmt.Fprintf(e.Log, "kbench:   CPU profile: %v\n", err)
+		} else {
+			res.Profile = p
+			fmt.Fprintf(e.Log, "kbench:   CPU profile: %s, %.1fs of samples\n", p.File, p.SampleSeconds)
+		}
+	}
 	if err := e.cleanup(ctx); err != nil && res.Error == "" {
 		res.Error = "cleanup: " + err.Error()
 	}
@@ -208,7 +260,7 @@ func (e *Env) MeasureLimit(ctx context.Context, w Workload, n int64, round int) 
 		"compression.type="+w.Compression, "linger.ms=20", "batch.size=262144", "acks=all")
 	cmd := exec.Command(javaPath(), args...)
 	log := filepath.Join(e.Dir, fmt.Sprintf("%s-r%d-limit.log", w.Name, round))
-	e.measure(ctx, &res, cmd, log, []string{topic}, waitExit)
+	e.measure(ctx, &res, cmd, log, []string{topic}, waitExit, runHooks{})
 	if b, err := os.ReadFile(log); err == nil {
 		if m := ppSummary.FindAllString(string(b), -1); len(m) > 0 {
 			fmt.Fprintf(e.Log, "kbench:   ProducerPerformance says: %s\n", m[len(m)-1])
@@ -229,10 +281,14 @@ const (
 	waitExit                       // the process ends by itself
 )
 
+// runHooks are called by measure: first when the first record is on the
+// target, last when all are, before the process is stopped.
+type runHooks struct{ first, last func() }
+
 // measure starts cmd and polls the target's end offsets of topics every
 // 100 ms until they add up to res.Records, sampling the process's CPU
 // time at the first and the last record.
-func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath string, topics []string, mode stopMode) {
+func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath string, topics []string, mode stopMode, hooks runHooks) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		res.Error = err.Error()
@@ -303,6 +359,9 @@ func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath s
 		if got > 0 && first.IsZero() {
 			first, cpuFirst = now, cpu
 			res.StartupSeconds = now.Sub(start).Seconds()
+			if hooks.first != nil {
+				hooks.first()
+			}
 		}
 		if got >= res.Records {
 			if mode == waitExit {
@@ -323,6 +382,9 @@ func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath s
 			}
 			break
 		}
+	}
+	if hooks.last != nil && !stopped {
+		hooks.last()
 	}
 	if mode == stopGracefully {
 		stopped = true

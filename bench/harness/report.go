@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -55,7 +56,7 @@ func Markdown(res *Results, analysis string) string {
 	if m.Quick {
 		p("> **Quick run** (`--quick`): record counts are tiny and the figures are dominated by noise. Not a result.\n\n")
 	}
-	p("![throughput, CPU per GB and peak RSS of kmirror and MM2](benchmarks.png)\n\n")
+	p("![throughput, CPU per GB and peak RSS of kmirror, kmirror with passthrough and MM2](benchmarks.png)\n\n")
 	p("Medians over %d rounds per replicator and workload, min–max in parentheses. ", m.Rounds)
 	p("Run on %s; %s → %s.\n\n", m.Started.Format("2006-01-02"), m.Started.Format("15:04"), m.Finished.Format("15:04 MST"))
 
@@ -63,12 +64,12 @@ func Markdown(res *Results, analysis string) string {
 	p("| workload | replicator | ok | records/s | MB/s | copy time s | CPU s | CPU s per GB | peak RSS MiB | start-up s |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range m.Workloads {
-		for _, r := range []string{Kmirror, MM2, Limit} {
+		for _, r := range append(append([]string{}, Replicators...), Limit) {
 			s := Summarize(res, w, r)
 			if s.OK+s.Failed == 0 {
 				continue
 			}
-			name := map[string]string{Kmirror: "kmirror", MM2: "Apache MM2", Limit: "limit (ProducerPerformance)"}[r]
+			name := replName(r)
 			if s.OK == 0 {
 				p("| %s | %s | 0/%d | failed | | | | | | |\n", w, name, s.Failed)
 				continue
@@ -83,26 +84,32 @@ func Markdown(res *Results, analysis string) string {
 		}
 	}
 	p("\n### kmirror ÷ Apache MM2 (medians)\n\n")
-	p("| workload | records/s | CPU s per GB | peak RSS | kmirror as share of the limit |\n|---|---|---|---|---|\n")
+	p("Each cell: kmirror (record path) / kmirror-pt (passthrough).\n\n")
+	p("| workload | records/s | CPU s per GB | peak RSS | share of the limit |\n|---|---|---|---|---|\n")
 	for _, w := range m.Workloads {
-		k, mm, l := Summarize(res, w, Kmirror), Summarize(res, w, MM2), limitFor(res, w)
-		cell := func(ok bool, v float64, f string) string {
-			if !ok {
-				return "n/a"
+		k, pt, mm, l := Summarize(res, w, Kmirror), Summarize(res, w, KmirrorPT), Summarize(res, w, MM2), limitFor(res, w)
+		cell := func(get func(Summary) float64, of Summary, scale float64, f string) string {
+			var parts []string
+			for _, s := range []Summary{k, pt} {
+				if s.OK == 0 || of.OK == 0 {
+					parts = append(parts, "n/a")
+					continue
+				}
+				parts = append(parts, fmt.Sprintf(f, scale*ratio(get(s), get(of))))
 			}
-			return fmt.Sprintf(f, v)
+			return strings.Join(parts, " / ")
 		}
-		both := k.OK > 0 && mm.OK > 0
 		p("| %s | %s | %s | %s | %s |\n", w,
-			cell(both, ratio(k.RecordsPerSec.Med, mm.RecordsPerSec.Med), "%.2f×"),
-			cell(both, ratio(k.CPUPerGB.Med, mm.CPUPerGB.Med), "%.2f×"),
-			cell(both, ratio(k.PeakRSSMiB.Med, mm.PeakRSSMiB.Med), "%.2f×"),
-			cell(k.OK > 0 && l.OK > 0, 100*ratio(k.MBPerSec.Med, l.MBPerSec.Med), "%.0f %%"))
+			cell(func(s Summary) float64 { return s.RecordsPerSec.Med }, mm, 1, "%.2f×"),
+			cell(func(s Summary) float64 { return s.CPUPerGB.Med }, mm, 1, "%.2f×"),
+			cell(func(s Summary) float64 { return s.PeakRSSMiB.Med }, mm, 1, "%.2f×"),
+			cell(func(s Summary) float64 { return s.MBPerSec.Med }, l, 100, "%.0f %%"))
 	}
 	targets(&b, res)
+	profiles(&b, res)
 	var failed []string
 	for _, w := range m.Workloads {
-		for _, r := range []string{Kmirror, MM2, Limit} {
+		for _, r := range append(append([]string{}, Replicators...), Limit) {
 			for _, e := range Summarize(res, w, r).Errors {
 				failed = append(failed, fmt.Sprintf("- %s / %s %s", w, r, e))
 			}
@@ -118,64 +125,147 @@ func Markdown(res *Results, analysis string) string {
 	return b.String()
 }
 
-// targets checks the goals of issue 5 against the medians.
+// targets checks the goals of issue 5 against the medians, for the record
+// path (kmirror) and passthrough (kmirror-pt) where the goal concerns it.
 func targets(b *strings.Builder, res *Results) {
 	get := func(w, r string) (Summary, bool) {
 		s := Summarize(res, w, r)
 		return s, s.OK > 0
 	}
-	type row struct{ goal, measured, verdict string }
-	var rows []row
-	add := func(goal string, ok bool, have bool, measured string) {
-		v := "missed"
-		if !have {
-			v, measured = "not measured", "–"
-		} else if ok {
-			v = "met"
+	// verdict is a measured value and whether it meets the goal.
+	verdict := func(have, ok bool, measured string) string {
+		switch {
+		case !have:
+			return "not measured"
+		case ok:
+			return measured + " met"
 		}
-		rows = append(rows, row{goal, measured, v})
+		return measured + " **missed**"
 	}
+	type row struct{ goal, record, pt string }
+	var rows []row
+	// each evaluates f for both paths; f says the measured value, whether
+	// it meets the goal and whether it could be measured.
+	each := func(goal string, record, pt bool, f func(repl string) (string, bool, bool)) {
+		r := row{goal: goal, record: "–", pt: "–"}
+		if record {
+			m, ok, have := f(Kmirror)
+			r.record = verdict(have, ok, m)
+		}
+		if pt {
+			m, ok, have := f(KmirrorPT)
+			r.pt = verdict(have, ok, m)
+		}
+		rows = append(rows, r)
+	}
+	vsMM2 := func(w string, v func(Summary) float64, ok func(float64) bool) func(string) (string, bool, bool) {
+		return func(repl string) (string, bool, bool) {
+			k, ok1 := get(w, repl)
+			m, ok2 := get(w, MM2)
+			r := ratio(v(k), v(m))
+			return fmt.Sprintf("%.2f×", r), ok(r), ok1 && ok2
+		}
+	}
+	rps := func(s Summary) float64 { return s.RecordsPerSec.Med }
+	cpg := func(s Summary) float64 { return s.CPUPerGB.Med }
 	for _, w := range []string{"small", "kb"} {
-		k, ok1 := get(w, Kmirror)
-		m, ok2 := get(w, MM2)
-		r := ratio(k.RecordsPerSec.Med, m.RecordsPerSec.Med)
-		add(fmt.Sprintf("`%s`: records/s ≥ 3× MM2", w), r >= 3, ok1 && ok2, fmt.Sprintf("%.2f×", r))
+		each(fmt.Sprintf("`%s`: records/s ≥ 3× MM2", w), true, true, vsMM2(w, rps, func(r float64) bool { return r >= 3 }))
 	}
 	for _, w := range []string{"small", "kb", "zstd", "keys-headers"} {
-		k, ok1 := get(w, Kmirror)
-		m, ok2 := get(w, MM2)
-		r := ratio(k.CPUPerGB.Med, m.CPUPerGB.Med)
-		add(fmt.Sprintf("`%s`: CPU s per GB ≤ 1/3 of MM2's (record path)", w), r <= 1.0/3, ok1 && ok2, fmt.Sprintf("%.2f×", r))
+		each(fmt.Sprintf("`%s`: CPU s per GB ≤ 1/3 of MM2's (record path)", w), true, false, vsMM2(w, cpg, func(r float64) bool { return r <= 1.0/3 }))
 	}
 	for _, w := range []string{"kb", "zstd"} {
-		k, ok1 := get(w, Kmirror)
-		m, ok2 := get(w, MM2)
-		r := ratio(k.CPUPerGB.Med, m.CPUPerGB.Med)
-		add(fmt.Sprintf("`%s`: CPU s per GB ≤ 1/10 of MM2's (passthrough)", w), r <= 0.1, ok1 && ok2, fmt.Sprintf("%.2f×", r))
+		each(fmt.Sprintf("`%s`: CPU s per GB ≤ 1/10 of MM2's (passthrough)", w), false, true, vsMM2(w, cpg, func(r float64) bool { return r <= 0.1 }))
 	}
-	worst, have := 0.0, false
-	for _, w := range res.Meta.Workloads {
-		k, ok1 := get(w, Kmirror)
-		m, ok2 := get(w, MM2)
-		if ok1 && ok2 {
-			worst, have = max(worst, ratio(k.PeakRSSMiB.Med, m.PeakRSSMiB.Med)), true
+	each("peak RSS ≤ 1/10 of MM2's (worst workload)", true, true, func(repl string) (string, bool, bool) {
+		worst, which, have := 0.0, "", false
+		for _, w := range res.Meta.Workloads {
+			k, ok1 := get(w, repl)
+			m, ok2 := get(w, MM2)
+			if r := ratio(k.PeakRSSMiB.Med, m.PeakRSSMiB.Med); ok1 && ok2 && r >= worst {
+				worst, which, have = r, w, true
+			}
+		}
+		return fmt.Sprintf("%.2f× (%s)", worst, which), worst <= 0.1, have
+	})
+	each("`kb`: ≥ 80 % of the ProducerPerformance limit", true, true, func(repl string) (string, bool, bool) {
+		k, ok1 := get("kb", repl)
+		l, ok2 := get("kb", Limit)
+		r := ratio(k.MBPerSec.Med, l.MBPerSec.Med)
+		return fmt.Sprintf("%.0f %%", 100*r), r >= 0.8, ok1 && ok2
+	})
+	each("`wan`: ≥ 70 % of its own `kb` throughput", true, true, func(repl string) (string, bool, bool) {
+		k, ok1 := get("kb", repl)
+		kw, ok2 := get("wan", repl)
+		r := ratio(kw.MBPerSec.Med, k.MBPerSec.Med)
+		return fmt.Sprintf("%.0f %%", 100*r), r >= 0.7, ok1 && ok2
+	})
+	each("`wan`: ≥ 5× MM2", true, true, vsMM2("wan", rps, func(r float64) bool { return r >= 5 }))
+
+	fmt.Fprintf(b, "\n### Targets of issue 5\n\n| target | kmirror (record path) | kmirror-pt (passthrough) |\n|---|---|---|\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "| %s | %s | %s |\n", r.goal, r.record, r.pt)
+	}
+}
+
+// profiles shows where the profiled runs spent their CPU.
+func profiles(b *strings.Builder, res *Results) {
+	var runs []Result
+	for _, r := range res.Runs {
+		if r.Profile != nil {
+			runs = append(runs, r)
 		}
 	}
-	add("peak RSS ≤ 1/10 of MM2's (worst workload)", worst <= 0.1, have, fmt.Sprintf("%.2f×", worst))
-	k, ok1 := get("kb", Kmirror)
-	l, ok2 := get("kb", Limit)
-	add("`kb`: ≥ 80 % of the ProducerPerformance limit", ratio(k.MBPerSec.Med, l.MBPerSec.Med) >= 0.8, ok1 && ok2,
-		fmt.Sprintf("%.0f %%", 100*ratio(k.MBPerSec.Med, l.MBPerSec.Med)))
-	kw, ok3 := get("wan", Kmirror)
-	add("`wan`: ≥ 70 % of kmirror's own `kb` throughput", ratio(kw.MBPerSec.Med, k.MBPerSec.Med) >= 0.7, ok1 && ok3,
-		fmt.Sprintf("%.0f %%", 100*ratio(kw.MBPerSec.Med, k.MBPerSec.Med)))
-	mw, ok4 := get("wan", MM2)
-	add("`wan`: ≥ 5× MM2", ratio(kw.RecordsPerSec.Med, mw.RecordsPerSec.Med) >= 5, ok3 && ok4,
-		fmt.Sprintf("%.2f×", ratio(kw.RecordsPerSec.Med, mw.RecordsPerSec.Med)))
-
-	fmt.Fprintf(b, "\n### Targets of issue 5\n\n| target | measured | |\n|---|---|---|\n")
-	for _, r := range rows {
-		fmt.Fprintf(b, "| %s | %s | %s |\n", r.goal, r.measured, r.verdict)
+	if len(runs) == 0 {
+		return
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("\n### CPU profiles\n\n")
+	p("Go CPU profiles (`/debug/pprof/profile` of `--metrics-addr`) of the last round's runs, taken from the first record on the target ")
+	p("for 80 %% of the earlier rounds' median copy time; each function's own (flat) time, grouped. ")
+	p("The profile files and `go tool pprof -top` of each are in the run's results folder.\n\n")
+	p("| where the CPU goes |")
+	for _, r := range runs {
+		p(" %s %s (round %d) |", r.Workload, r.Replicator, r.Round)
+	}
+	p("\n|---|")
+	for range runs {
+		p("---|")
+	}
+	p("\n")
+	var cats []string
+	for _, r := range runs {
+		for _, c := range r.Profile.Categories {
+			if !slices.Contains(cats, c.Name) {
+				cats = append(cats, c.Name)
+			}
+		}
+	}
+	for _, c := range cats {
+		p("| %s |", c)
+		for _, r := range runs {
+			v := "–"
+			for _, sh := range r.Profile.Categories {
+				if sh.Name == c {
+					v = fmt.Sprintf("%.0f %% (%.2f s)", sh.Percent, sh.Seconds)
+				}
+			}
+			p(" %s |", v)
+		}
+		p("\n")
+	}
+	p("| **samples** (CPU s in the window) |")
+	for _, r := range runs {
+		pr := r.Profile
+		p(" %.2f s in %d s (%.2f s/GB over the run) |", pr.SampleSeconds, pr.Seconds, r.CPUPerGB())
+	}
+	p("\n")
+	for _, r := range runs {
+		p("\nTop functions by own time, %s %s (`%s`):\n\n| flat | flat %% | cum %% | function |\n|---|---|---|---|\n",
+			r.Workload, r.Replicator, r.Profile.File)
+		for _, e := range r.Profile.Top[:min(len(r.Profile.Top), 12)] {
+			p("| %.2f s | %.1f %% | %.1f %% | `%s` |\n", e.Flat, e.FlatPct, e.CumPct, e.Func)
+		}
 	}
 }
 
@@ -189,8 +279,14 @@ func method(b *strings.Builder, res *Results) {
 	p("| Go | %s |\n| Java | %s |\n| Kafka (brokers, MM2, ProducerPerformance) | %s, from the Maven jars |\n| kmirror | `%s` |\n", m.Go, m.Java, m.Kafka, m.KmirrorRev)
 	p("| broker JVM | `%s` |\n| MM2 and ProducerPerformance JVM | `%s` (as `connect-mirror-maker.sh`) |\n",
 		strings.Join(m.BrokerJVM, " "), strings.Join(m.MM2JVM, " "))
-	if m.WANRTTMillis > 0 {
-		p("| `wan` request round trip to the source, measured through the proxy | %.1f ms |\n", m.WANRTTMillis)
+	rtts := m.RTTMillis
+	if len(rtts) == 0 && m.WANRTTMillis > 0 {
+		rtts = map[string]float64{"wan": m.WANRTTMillis}
+	}
+	for _, w := range m.Workloads {
+		if v, ok := rtts[w]; ok {
+			p("| `%s` request round trip to the source, measured through the proxy | %.1f ms |\n", w, v)
+		}
 	}
 	p("\nThe machine is shared: other work ran beside the benchmark, so single runs vary; that is why every figure is a median with its range.\n")
 	p("\n## Workloads\n\n| name | data |\n|---|---|\n")
@@ -209,7 +305,7 @@ keys and values), 1 MB = 10^6 bytes.
 ## Method
 
 - **Clusters.** Two single-node KRaft clusters (` + "`src`, `dst`" + `) on 127.0.0.1
-  from internal/kafkalocal, with the JVM options above. Both replicators, the
+  from internal/kafkalocal, with the JVM options above. The replicators, the
   brokers and the harness share the machine's cores.
 - **Load once, replicate many times.** Each workload's source topics are
   loaded once; every run then copies all of them from offset 0.
@@ -219,13 +315,15 @@ keys and values), 1 MB = 10^6 bytes.
   heartbeats never meet those of an earlier run. After the run the replicator
   is stopped (SIGTERM) and every topic it created on either cluster is deleted,
   and the harness waits until they are gone.
-- **Same file for both.** kmirror runs ` + "`kmirror run --clusters t<N> FILE`" + `,
+- **Same file for all.** kmirror runs ` + "`kmirror run --clusters t<N> FILE`" + `,
   Apache MM2 runs ` + "`MirrorMaker FILE --clusters t<N>`" + ` (dedicated mode) on the
-  very same file. Everything not in it is each tool's default; the only
+  very same file; kmirror-pt is kmirror on that file plus the one line
+  ` + "`" + PassthroughProperty + "`" + ` (batches forwarded without decompression or
+  recompression, one batch in flight per partition). Everything not in it is each tool's default; the only
   defaults that differ on purpose are listed in docs/architecture.md (e.g.
   kmirror keeps offset syncs on the target).
-- **Alternating order.** Rounds alternate kmirror first / MM2 first; the limit
-  runs first in each round.
+- **Alternating order.** Odd rounds run kmirror, kmirror-pt, MM2, even rounds
+  the reverse; the limit runs first in each round.
 - **What is timed.** The harness polls the end offsets of the remote topics on
   the target every 100 ms (kadm). The copy time runs from the first poll that
   sees any record to the first poll that sees all of them. Start-up (for MM2:
@@ -242,11 +340,12 @@ keys and values), 1 MB = 10^6 bytes.
   same number of records of the same payload size (no key or headers) and codec
   straight to a fresh topic with as many partitions on the target, with
   ` + "`linger.ms=20 batch.size=262144 acks=all`" + `, timed the same way (first to
-  last record on the target). ` + "`wan`" + ` is compared with ` + "`kb`" + `'s limit.
-- **wan.** kafkalocal starts the source broker, then kbench adds a second
-  listener ` + "`WAN`" + ` and restarts it; ` + "`WAN`" + ` advertises the address of a proxy
-  (bench/latproxy) that forwards to it and delays each direction by the
-  workload's delay without capping bandwidth (chunks are queued with a due
+  last record on the target). ` + "`wan`" + ` is compared with ` + "`kb`" + `'s limit;
+  ` + "`wan-few`" + ` has none.
+- **wan, wan-few.** kafkalocal starts the source broker, then kbench adds a
+  listener per delay (` + "`WAN0`, `WAN1`" + `) and restarts it; each advertises the
+  address of a proxy (bench/latproxy) that forwards to it and delays each
+  direction by the workload's delay without capping bandwidth (chunks are queued with a due
   time; up to 64 MiB in flight per direction). Replicators bootstrap from the
   proxy, so every source request, including MM2's offset-sync writes to the
   source, crosses the delay; the target is reached directly, as when the
@@ -264,10 +363,11 @@ bench/run --quick --runs 1       # a few seconds per run: smoke test
 bench/run --workloads kb,wan --runs 5
 go run ./bench/cmd/kbench report --docs docs bench/results/<time>/results.json
 KMIRROR_SKIP_INTEGRATION=1 go test ./bench/...   # unit tests only
-go test ./bench/harness -run Quick -v            # end-to-end smoke test, both replicators
+go test ./bench/harness -run Quick -v            # end-to-end smoke test, all replicators
 ` + "```" + `
 
-Results, logs and the properties file of every run are kept in
+Results, logs, the properties file of every run and the CPU profiles
+(` + "`<workload>-r<N>-<replicator>.cpu.pprof`" + ` and ` + "`.cpu.txt`" + `) are kept in
 ` + "`bench/results/<time>/`" + ` (not committed).
 `)
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,13 +22,18 @@ type Config struct {
 	Root        string   // repository root
 	Dir         string   // results folder: clusters, logs, results.json
 	Workloads   []string // names; all when empty
-	Replicators []string // Kmirror and/or MM2; both when empty
+	Replicators []string // Kmirror, KmirrorPT and/or MM2; all when empty
 	Runs        int      // rounds per workload
 	Quick       bool     // the small record counts
 	Limit       bool     // also measure ProducerPerformance to the target
-	TasksMax    int      // tasks.max in mm2.properties
-	Timeout     time.Duration
-	Log         io.Writer
+	// LimitOn restricts the limit runs to these workloads (all when empty).
+	LimitOn  []string
+	TasksMax int // tasks.max in mm2.properties
+	// Profile names the workload on which the last round's kmirror and
+	// kmirror-pt runs are CPU-profiled (none when empty).
+	Profile string
+	Timeout time.Duration
+	Log     io.Writer
 }
 
 // Results is what results.json holds.
@@ -38,25 +44,28 @@ type Results struct {
 
 // Meta describes the machine and the software of a benchmark.
 type Meta struct {
-	Started      time.Time         `json:"started"`
-	Finished     time.Time         `json:"finished"`
-	Quick        bool              `json:"quick"`
-	Rounds       int               `json:"rounds"`
-	CPU          string            `json:"cpu"`
-	Cores        int               `json:"cores"`
-	MemoryGiB    float64           `json:"memory_gib"`
-	Kernel       string            `json:"kernel"`
-	Go           string            `json:"go"`
-	Java         string            `json:"java"`
-	Kafka        string            `json:"kafka"`
-	KmirrorRev   string            `json:"kmirror_rev"`
-	TasksMax     int               `json:"tasks_max"`
-	WANRTTMillis float64           `json:"wan_rtt_ms,omitempty"` // measured through the proxy
-	Workloads    []string          `json:"workloads"`
-	Descriptions map[string]string `json:"descriptions"`
-	Properties   string            `json:"properties"` // example mm2.properties
-	BrokerJVM    []string          `json:"broker_jvm"`
-	MM2JVM       []string          `json:"mm2_jvm"`
+	Started      time.Time `json:"started"`
+	Finished     time.Time `json:"finished"`
+	Quick        bool      `json:"quick"`
+	Rounds       int       `json:"rounds"`
+	CPU          string    `json:"cpu"`
+	Cores        int       `json:"cores"`
+	MemoryGiB    float64   `json:"memory_gib"`
+	Kernel       string    `json:"kernel"`
+	Go           string    `json:"go"`
+	Java         string    `json:"java"`
+	Kafka        string    `json:"kafka"`
+	KmirrorRev   string    `json:"kmirror_rev"`
+	TasksMax     int       `json:"tasks_max"`
+	WANRTTMillis float64   `json:"wan_rtt_ms,omitempty"` // wan's, in older results
+	// RTTMillis is the request round trip to the source through the
+	// proxy, per delayed workload.
+	RTTMillis    map[string]float64 `json:"rtt_ms,omitempty"`
+	Workloads    []string           `json:"workloads"`
+	Descriptions map[string]string  `json:"descriptions"`
+	Properties   string             `json:"properties"` // example mm2.properties
+	BrokerJVM    []string           `json:"broker_jvm"`
+	MM2JVM       []string           `json:"mm2_jvm"`
 }
 
 // Run brings up the clusters, then for each workload loads the source and
@@ -73,7 +82,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		cfg.TasksMax = 4
 	}
 	if len(cfg.Replicators) == 0 {
-		cfg.Replicators = []string{Kmirror, MM2}
+		cfg.Replicators = []string{Kmirror, KmirrorPT, MM2}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 15 * time.Minute
@@ -118,12 +127,14 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		return os.WriteFile(filepath.Join(cfg.Dir, "results.json"), b, 0o644)
 	}
 
-	delay := time.Duration(0)
-	for _, w := range Workloads {
-		delay = max(delay, w.Delay)
+	var delays []time.Duration
+	for _, w := range wls {
+		if w.Delay > 0 && !slices.Contains(delays, w.Delay) {
+			delays = append(delays, w.Delay)
+		}
 	}
 	fmt.Fprintf(cfg.Log, "kbench: starting clusters in %s\n", filepath.Join(cfg.Dir, "clusters"))
-	cl, err := StartClusters(ctx, filepath.Join(cfg.Dir, "clusters"), libs, delay, cfg.Log)
+	cl, err := StartClusters(ctx, filepath.Join(cfg.Dir, "clusters"), libs, delays, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -132,15 +143,18 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	defer env.Close()
 
 	for _, w := range wls {
-		if w.Delay > 0 {
-			rtt, err := cl.DelayedRTT(ctx)
-			if err != nil {
-				return res, fmt.Errorf("round trip through the proxy: %w", err)
-			}
-			res.Meta.WANRTTMillis = float64(rtt.Microseconds()) / 1000
-			fmt.Fprintf(cfg.Log, "kbench: request round trip to the source through the proxy: %v\n", rtt.Round(100*time.Microsecond))
-			break
+		if w.Delay == 0 {
+			continue
 		}
+		rtt, err := cl.DelayedRTT(ctx, w.Delay)
+		if err != nil {
+			return res, fmt.Errorf("round trip through the proxy: %w", err)
+		}
+		if res.Meta.RTTMillis == nil {
+			res.Meta.RTTMillis = map[string]float64{}
+		}
+		res.Meta.RTTMillis[w.Name] = float64(rtt.Microseconds()) / 1000
+		fmt.Fprintf(cfg.Log, "kbench: %s: request round trip to the source through the proxy: %v\n", w.Name, rtt.Round(100*time.Microsecond))
 	}
 	loaded := map[string]bool{}
 	for i, w := range wls {
@@ -161,16 +175,19 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 					order[a], order[b] = order[b], order[a]
 				}
 			}
-			if cfg.Limit && w.Delay == 0 {
+			if cfg.Limit && w.Delay == 0 && (len(cfg.LimitOn) == 0 || slices.Contains(cfg.LimitOn, w.Name)) {
 				order = append([]string{Limit}, order...)
 			}
 			for _, r := range order {
 				fmt.Fprintf(cfg.Log, "kbench: %s round %d/%d: %s...\n", w.Name, round, cfg.Runs, r)
 				var rr Result
-				if r == Limit {
+				switch {
+				case r == Limit:
 					rr = env.MeasureLimit(ctx, w, n, round)
-				} else {
-					rr = env.Replicate(ctx, r, w, n, round)
+				case w.Name == cfg.Profile && round == cfg.Runs && r != MM2:
+					rr = env.Replicate(ctx, r, w, n, round, profileSeconds(res, w.Name, r))
+				default:
+					rr = env.Replicate(ctx, r, w, n, round, 0)
 				}
 				res.Runs = append(res.Runs, rr)
 				fmt.Fprintf(cfg.Log, "kbench:   %s\n", rr.Summary())
@@ -193,6 +210,17 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	res.Meta.Finished = time.Now()
 	return res, save()
+}
+
+// profileSeconds is how long to profile a run of repl on workload w: 80 %
+// of the median copy time of its earlier runs, so that the profile covers
+// most of the copy; 1 s without earlier runs.
+func profileSeconds(res *Results, w, repl string) int {
+	s := Summarize(res, w, repl)
+	if s.OK == 0 {
+		return 1
+	}
+	return max(1, int(0.8*s.Seconds.Med))
 }
 
 func usedLater(data string, rest []Workload) bool {

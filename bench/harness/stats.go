@@ -75,25 +75,29 @@ func ratio(a, b float64) float64 {
 // Table is a plain-text table of medians for the terminal.
 func Table(res *Results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-13s %-8s %4s %12s %9s %8s %9s %9s %9s\n", "workload", "who", "ok", "records/s", "MB/s", "CPU s", "CPU s/GB", "RSS MiB", "startup")
+	fmt.Fprintf(&b, "%-13s %-10s %4s %12s %9s %8s %9s %9s %9s\n", "workload", "who", "ok", "records/s", "MB/s", "CPU s", "CPU s/GB", "RSS MiB", "startup")
 	for _, w := range res.Meta.Workloads {
-		for _, r := range []string{Kmirror, MM2, Limit} {
+		for _, r := range append(append([]string{}, Replicators...), Limit) {
 			s := Summarize(res, w, r)
 			if s.OK+s.Failed == 0 {
 				continue
 			}
-			fmt.Fprintf(&b, "%-13s %-8s %d/%d %12.0f %9.1f %8.1f %9.1f %9.0f %8.1fs\n", w, r, s.OK, s.OK+s.Failed,
+			fmt.Fprintf(&b, "%-13s %-10s %d/%d %12.0f %9.1f %8.1f %9.1f %9.0f %8.1fs\n", w, r, s.OK, s.OK+s.Failed,
 				s.RecordsPerSec.Med, s.MBPerSec.Med, s.CPUSeconds.Med, s.CPUPerGB.Med, s.PeakRSSMiB.Med, s.StartupSeconds.Med)
 		}
-		k, m, l := Summarize(res, w, Kmirror), Summarize(res, w, MM2), Summarize(res, w, Limit)
-		if k.OK > 0 && m.OK > 0 {
-			fmt.Fprintf(&b, "%-13s %-8s      %11.2fx %8.2fx %7.2fx %8.2fx %8.2fx\n", w, "km/mm2",
-				ratio(k.RecordsPerSec.Med, m.RecordsPerSec.Med), ratio(k.MBPerSec.Med, m.MBPerSec.Med),
-				ratio(k.CPUSeconds.Med, m.CPUSeconds.Med), ratio(k.CPUPerGB.Med, m.CPUPerGB.Med),
-				ratio(k.PeakRSSMiB.Med, m.PeakRSSMiB.Med))
-		}
-		if k.OK > 0 && l.OK > 0 {
-			fmt.Fprintf(&b, "%-13s %-8s      %11.0f%% of the limit\n", w, "km/limit", 100*ratio(k.MBPerSec.Med, l.MBPerSec.Med))
+		m, l := Summarize(res, w, MM2), Summarize(res, w, Limit)
+		for _, r := range []string{Kmirror, KmirrorPT} {
+			k := Summarize(res, w, r)
+			short := map[string]string{Kmirror: "km", KmirrorPT: "pt"}[r]
+			if k.OK > 0 && m.OK > 0 {
+				fmt.Fprintf(&b, "%-13s %-10s      %11.2fx %8.2fx %7.2fx %8.2fx %8.2fx\n", w, short+"/mm2",
+					ratio(k.RecordsPerSec.Med, m.RecordsPerSec.Med), ratio(k.MBPerSec.Med, m.MBPerSec.Med),
+					ratio(k.CPUSeconds.Med, m.CPUSeconds.Med), ratio(k.CPUPerGB.Med, m.CPUPerGB.Med),
+					ratio(k.PeakRSSMiB.Med, m.PeakRSSMiB.Med))
+			}
+			if k.OK > 0 && l.OK > 0 {
+				fmt.Fprintf(&b, "%-13s %-10s      %11.0f%% of the limit\n", w, short+"/limit", 100*ratio(k.MBPerSec.Med, l.MBPerSec.Med))
+			}
 		}
 	}
 	return b.String()

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"image/png"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -73,11 +74,15 @@ func fakeResults() *Results {
 		res.Runs = append(res.Runs,
 			Result{Workload: "kb", Replicator: Kmirror, Round: round, Records: 1000, Bytes: 1e9, Seconds: 10, RecordsPerSec: 300 + f, MBPerSec: 100 + f, CPUSeconds: 5, PeakRSS: 50 << 20},
 			Result{Workload: "kb", Replicator: MM2, Round: round, Records: 1000, Bytes: 1e9, Seconds: 30, RecordsPerSec: 100 + f, MBPerSec: 33 + f, CPUSeconds: 30, PeakRSS: 1 << 30},
+			Result{Workload: "kb", Replicator: KmirrorPT, Round: round, Records: 1000, Bytes: 1e9, Seconds: 8, RecordsPerSec: 400 + f, MBPerSec: 130 + f, CPUSeconds: 2, PeakRSS: 40 << 20},
 			Result{Workload: "kb", Replicator: Limit, Round: round, Records: 1000, Bytes: 1e9, Seconds: 8, RecordsPerSec: 400, MBPerSec: 120},
 			Result{Workload: "wan", Replicator: Kmirror, Round: round, Records: 1000, Bytes: 1e9, RecordsPerSec: 250, MBPerSec: 80, CPUSeconds: 5, PeakRSS: 60 << 20},
 			Result{Workload: "wan", Replicator: MM2, Round: round, Error: "timeout"},
 		)
 	}
+	res.Runs[len(res.Runs)-3].Profile = &Profile{File: "kb-r3-kmirror-pt.cpu.pprof", Seconds: 6, SampleSeconds: 1.5,
+		Categories: []Share{{catSyscall, 1, 66.7}, {catKgo, 0.5, 33.3}},
+		Top:        []Entry{{Func: "syscall.Syscall6", Flat: 1, FlatPct: 66.7, Cum: 1, CumPct: 66.7}}}
 	return res
 }
 
@@ -87,8 +92,12 @@ func TestReport(t *testing.T) {
 	for _, want := range []string{
 		"| kb | kmirror | 3/3 | 302 (301–303) |",
 		"| wan | Apache MM2 | 0/3 | failed |",
-		"| kb | 2.96× | 0.17× | 0.05× | 85 % |",
-		"| `kb`: records/s ≥ 3× MM2 | 2.96× | missed |",
+		"| kb | kmirror-pt (passthrough) | 3/3 | 402 (401–403) |",
+		"| kb | 2.96× / 3.94× | 0.17× / 0.07× | 0.05× / 0.04× | 85 % / 110 % |",
+		"| `kb`: records/s ≥ 3× MM2 | 2.96× **missed** | 3.94× met |",
+		"| `kb`: CPU s per GB ≤ 1/10 of MM2's (passthrough) | – | 0.07× met |",
+		"| system calls (network I/O) | 67 % (1.00 s) |",
+		"| 1.00 s | 66.7 % | 66.7 % | `syscall.Syscall6` |",
 		"hand-written",
 		"wan / mm2 round 2: timeout",
 	} {
@@ -108,6 +117,40 @@ func TestReport(t *testing.T) {
 	}
 	if tb := Table(res); !strings.Contains(tb, "kb            km/mm2") {
 		t.Errorf("table:\n%s", tb)
+	}
+}
+
+const pprofTop = `File: kmirror
+Type: cpu
+Duration: 8.13s, Total samples = 2.50s (30.75%)
+Showing nodes accounting for 2.50s, 100% of 2.50s total
+      flat  flat%   sum%        cum   cum%
+     1.20s 48.00% 48.00%      1.20s 48.00%  github.com/pierrec/lz4/v4/internal/lz4block.decodeBlock
+     500ms 20.00% 68.00%      500ms 20.00%  runtime.memmove
+     300ms 12.00% 80.00%      400ms 16.00%  runtime.scanobject
+     200ms  8.00% 88.00%      1.50s 60.00%  github.com/twmb/franz-go/pkg/kgo.(*cursorOffsetNext).maybeKeepRecord (inline)
+     200ms  8.00% 96.00%      200ms  8.00%  github.com/klauspost/compress/zstd.(*fastEncoder).Encode
+     100ms  4.00%   100%      2.40s 96.00%  github.com/kmirror/kmirror/internal/replicate.(*Replicator).run
+         0     0%   100%      2.40s 96.00%  runtime.goexit
+`
+
+func TestParseTop(t *testing.T) {
+	es, total, err := parseTop(pprofTop)
+	if err != nil || total != 2.5 || len(es) != 7 {
+		t.Fatalf("parseTop = %d entries, total %v, %v", len(es), total, err)
+	}
+	if es[3].Func != "github.com/twmb/franz-go/pkg/kgo.(*cursorOffsetNext).maybeKeepRecord (inline)" || es[3].Cum != 1.5 {
+		t.Errorf("entry 3 = %+v", es[3])
+	}
+	cats := categorize(es, total)
+	want := []Share{{catDecompress, 1.2, 48}, {catMemmove, 0.5, 20}, {catGC, 0.3, 12}, {catCompress, 0.2, 8}, {catKgo, 0.2, 8}, {catKmirror, 0.1, 4}, {catRuntime, 0, 0}}
+	if len(cats) != len(want) {
+		t.Fatalf("categories = %+v", cats)
+	}
+	for i, c := range cats {
+		if c.Name != want[i].Name || math.Abs(c.Seconds-want[i].Seconds) > 1e-9 || math.Abs(c.Percent-want[i].Percent) > 1e-6 {
+			t.Errorf("category %d = %+v, want %+v", i, c, want[i])
+		}
 	}
 }
 

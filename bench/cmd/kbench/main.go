@@ -1,7 +1,7 @@
 // Command kbench benchmarks kmirror against Apache MirrorMaker 2 on two
 // local Kafka clusters and writes docs/benchmarks.md with a PNG chart.
 //
-//	kbench run [--quick] [--runs N] [--workloads a,b] [--no-limit] [--out DIR] [--docs]
+//	kbench run [--quick] [--runs N] [--workloads a,b] [--no-limit] [--profile W] [--out DIR] [--docs]
 //	kbench report [--docs DIR] RESULTS.json
 //
 // bench/run is a thin wrapper; see docs/benchmarks.md.
@@ -32,9 +32,12 @@ Usage:
 Run flags:
   --quick             a few seconds per run (CI smoke test)
   --runs N            rounds per workload (default 3)
-  --workloads LIST    comma-separated: small,kb,wan,zstd,keys-headers (default all)
-  --replicators LIST  kmirror,mm2 (default both)
+  --workloads LIST    comma-separated: small,kb,wan,zstd,keys-headers,wan-few (default all)
+  --replicators LIST  kmirror,kmirror-pt,mm2 (default all three)
   --no-limit          skip the ProducerPerformance limit runs
+  --limit-on LIST     run the limit only on these workloads (default small,kb)
+  --profile W         CPU-profile the last round's kmirror and kmirror-pt runs
+                      on workload W (default kb; "" for none)
   --tasks-max N       tasks.max in mm2.properties (default 4)
   --out DIR           results folder (default bench/results/<time>)
   --docs DIR          also write benchmarks.md and benchmarks.png into DIR
@@ -70,7 +73,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		wls := fs.String("workloads", "", "comma-separated workloads")
 		repls := fs.String("replicators", "", "comma-separated replicators")
 		noLimit := fs.Bool("no-limit", false, "skip the ProducerPerformance limit")
+		limitOn := fs.String("limit-on", "small,kb", "workloads with a limit run")
 		tasks := fs.Int("tasks-max", 4, "tasks.max in mm2.properties")
+		profile := fs.String("profile", "kb", "workload whose last-round kmirror runs are CPU-profiled")
 		out := fs.String("out", "", "results folder")
 		if fs.Parse(args) != nil {
 			return 2
@@ -80,7 +85,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg := harness.Config{
 			Root: root, Dir: *out, Workloads: split(*wls), Replicators: split(*repls),
-			Runs: *runs, Quick: *quick, Limit: !*noLimit, TasksMax: *tasks, Log: stderr,
+			Runs: *runs, Quick: *quick, Limit: !*noLimit, LimitOn: split(*limitOn), TasksMax: *tasks, Profile: *profile, Log: stderr,
 		}
 		res, err := harness.Run(ctx, cfg)
 		if res != nil && *docs != "" {
