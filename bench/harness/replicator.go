@@ -69,6 +69,8 @@ type Result struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 	CPUTotal   float64 `json:"cpu_total"`
 	PeakRSS    int64   `json:"peak_rss_bytes"` // VmHWM at the last record
+	// Load1 is the machine's 1-minute load average when the run ended.
+	Load1 float64 `json:"load1,omitempty"`
 	// Profile summarises a CPU profile taken during the copy, if any.
 	Profile *Profile `json:"profile,omitempty"`
 	Error   string   `json:"error,omitempty"`

@@ -288,6 +288,15 @@ func method(b *strings.Builder, res *Results) {
 			p("| `%s` request round trip to the source, measured through the proxy | %.1f ms |\n", w, v)
 		}
 	}
+	var loads []float64
+	for _, r := range res.Runs {
+		if r.Load1 > 0 {
+			loads = append(loads, r.Load1)
+		}
+	}
+	if len(loads) > 0 {
+		p("| 1-minute load average at the end of each run | %s (%d cores) |\n", rng(stat(loads), "%.1f"), m.Cores)
+	}
 	p("\nThe machine is shared: other work ran beside the benchmark, so single runs vary; that is why every figure is a median with its range.\n")
 	p("\n## Workloads\n\n| name | data |\n|---|---|\n")
 	for _, w := range m.Workloads {

@@ -189,6 +189,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				default:
 					rr = env.Replicate(ctx, r, w, n, round, 0)
 				}
+				rr.Load1 = loadAvg()
 				res.Runs = append(res.Runs, rr)
 				fmt.Fprintf(cfg.Log, "kbench:   %s\n", rr.Summary())
 				if err := save(); err != nil {
@@ -221,6 +222,15 @@ func profileSeconds(res *Results, w, repl string) int {
 		return 1
 	}
 	return max(1, int(0.8*s.Seconds.Med))
+}
+
+// loadAvg is the 1-minute load average, 0 if unknown.
+func loadAvg() float64 {
+	var l float64
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Sscanf(string(b), "%f", &l)
+	}
+	return l
 }
 
 func usedLater(data string, rest []Workload) bool {
