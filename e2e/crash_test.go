@@ -91,6 +91,10 @@ func killNine(t *testing.T, eos bool) {
 	if limit := 5 * 3 * flow.CommitRecords; dups > limit {
 		t.Errorf("%d duplicates after 5 crashes, more than the documented bound %d", dups, limit)
 	}
+	// kmirror's own check agrees: every copied record is on the target.
+	if out, code := runKmirror(t, 120*time.Second, "verify", "--config", cfg); code != 0 {
+		t.Errorf("kmirror verify after the crashes: exit %d\n%s", code, out)
+	}
 	if eos && dups != 0 {
 		t.Errorf("exactly-once: %d duplicates seen by a read_committed reader, want 0", dups)
 	}

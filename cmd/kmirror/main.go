@@ -26,6 +26,9 @@ Usage:
                          them to G on B (refused while G has active members on B)
   kmirror topology --config FILE [--output text|json] [--timeout 15s]
                          which clusters replicate to which, from the heartbeats
+  kmirror verify --config FILE [--flow A->B] [--topics REGEX] [--output text|json]
+                         compare every copied source record with the target;
+                         exit 1 if a record is missing or foreign
   kmirror version        print the version and git commit
   kmirror help           print this help
 `
@@ -55,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return offsetsCmd(args[1:], stdout, stderr)
 	case "topology":
 		return topologyCmd(args[1:], stdout, stderr)
+	case "verify":
+		return verifyCmd(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "kmirror: unknown command %q\n\n%s", args[0], usage)
 		return 2

@@ -57,14 +57,29 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, saved: make(map[TP]int64), ids: make(map[string]string)}
-	err = readlog.ToEnd(ctx, connect, o.Topic, func(r *kgo.Record) {
+	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer}
+	if s.saved, s.ids, err = read(ctx, connect, o.Topic, o.Source, log); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Read returns the progress saved for source in topic, without writing
+// anything: what kmirror (or MM2) has copied, per source partition.
+func Read(ctx context.Context, connect []kgo.Opt, topic, source string, log *slog.Logger) (map[TP]int64, error) {
+	saved, _, err := read(ctx, connect, topic, source, log)
+	return saved, err
+}
+
+func read(ctx context.Context, connect []kgo.Opt, offsetsTopic, source string, log *slog.Logger) (map[TP]int64, map[string]string, error) {
+	saved, ids := make(map[TP]int64), make(map[string]string)
+	err := readlog.ToEnd(ctx, connect, offsetsTopic, func(r *kgo.Record) {
 		if cluster, topic, ok := decodeTopicIDKey(r.Key); ok {
-			if cluster == o.Source {
+			if cluster == source {
 				if id, ok := decodeTopicIDValue(r.Value); ok {
-					s.ids[topic] = id
+					ids[topic] = id
 				} else {
-					delete(s.ids, topic)
+					delete(ids, topic)
 				}
 			}
 			return
@@ -73,28 +88,28 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 		if err != nil {
 			// Other connectors' keys (checkpoints, heartbeats) do
 			// not decode as source keys; only log real garbage.
-			log.Debug("skipping offsets record", "topic", o.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+			log.Debug("skipping offsets record", "topic", offsetsTopic, "partition", r.Partition, "offset", r.Offset, "err", err)
 			return
 		}
-		if conn != wire.SourceConnector || cluster != o.Source {
+		if conn != wire.SourceConnector || cluster != source {
 			return
 		}
 		tp := TP{topic, part}
 		off, err := wire.DecodeOffsetValue(r.Value)
 		if errors.Is(err, wire.ErrOffsetDeleted) {
-			delete(s.saved, tp)
+			delete(saved, tp)
 			return
 		}
 		if err != nil {
-			log.Warn("skipping malformed progress record", "topic", o.Topic, "partition", r.Partition, "offset", r.Offset, "key", string(r.Key), "err", err)
+			log.Warn("skipping malformed progress record", "topic", offsetsTopic, "partition", r.Partition, "offset", r.Offset, "key", string(r.Key), "err", err)
 			return
 		}
-		s.saved[tp] = off
+		saved[tp] = off
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading progress from %s: %w", o.Topic, err)
+		return nil, nil, fmt.Errorf("reading progress from %s: %w", offsetsTopic, err)
 	}
-	return s, nil
+	return saved, ids, nil
 }
 
 // Get returns the last replicated offset of tp, if any was saved.

@@ -79,3 +79,66 @@ func ToEnd(ctx context.Context, connect []kgo.Opt, topic string, fn func(*kgo.Re
 	}
 	return nil
 }
+
+// Partition calls fn for every committed record of one partition, in offset
+// order, from the log start up to and including offset last, or up to the
+// last stable offset the partition had when Partition began if that comes
+// first (last < 0 means no bound).
+func Partition(ctx context.Context, connect []kgo.Opt, topic string, partition int32, last int64, fn func(*kgo.Record)) error {
+	adm, err := kgo.NewClient(connect...)
+	if err != nil {
+		return err
+	}
+	ends, err := kadm.NewClient(adm).ListCommittedOffsets(ctx, topic)
+	adm.Close()
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("listing end offsets of %s: %w", topic, err)
+	}
+	lo, ok := ends.Lookup(topic, partition)
+	if !ok {
+		return fmt.Errorf("%s has no partition %d", topic, partition)
+	}
+	end := lo.Offset // exclusive
+	if last >= 0 && last+1 < end {
+		end = last + 1
+	}
+	if end <= 0 {
+		return nil
+	}
+	opts := append([]kgo.Opt{
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	}, connect...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("reading %s partition %d: %w", topic, partition, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return fmt.Errorf("reading %s partition %d: %w", topic, partition, ferr)
+		}
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < end && !r.Attrs.IsControl() {
+				fn(r)
+			}
+			if r.Offset >= end-1 {
+				done = true
+			}
+		})
+		if done {
+			return nil
+		}
+	}
+}
