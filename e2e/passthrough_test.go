@@ -423,12 +423,14 @@ func headerValue(r *kgo.Record, key string) (string, bool) {
 }
 
 // TestPassthroughThroughput copies the same lz4 topic of 1 KiB records with
-// the passthrough path and with the record path (replicate.Replicator) and
-// logs time and CPU per MB of each. KMIRROR_PT_MB sets the size (default 64).
+// the passthrough path and with the record path (replicate.Replicator), and
+// logs time and CPU per MB of each. It asserts only that both copy
+// everything: performance is measured by bench/ and the Go benchmarks.
+// KMIRROR_PT_MB sets the size (default 8, enough to exercise many batches).
 func TestPassthroughThroughput(t *testing.T) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
-	mb := 64
+	mb := 8
 	if v, err := strconv.Atoi(os.Getenv("KMIRROR_PT_MB")); err == nil && v > 0 {
 		mb = v
 	}
