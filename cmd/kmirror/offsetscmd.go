@@ -38,7 +38,10 @@ const probeTimeout = 5 * time.Second
 
 // offsetRow is one partition of the report.
 type offsetRow struct {
-	Topic      string `json:"topic"` // name on the target
+	Topic string `json:"topic"` // name on the target
+	// FromTopic is the name on the source when the row is a reverse
+	// translation (failback.go): the remote topic the group read.
+	FromTopic  string `json:"from_topic,omitempty"`
 	Partition  int32  `json:"partition"`
 	Upstream   int64  `json:"upstream_offset"`
 	Downstream int64  `json:"downstream_offset"`
@@ -62,6 +65,7 @@ type offsetsReport struct {
 	Source           string      `json:"source"` // useCheckpoints or useTranslate
 	CheckpointsTopic string      `json:"checkpoints_topic"`
 	Mode             string      `json:"translation_mode"`
+	ReverseFlow      string      `json:"reverse_flow,omitempty"` // flow whose syncs were read in reverse
 	Notes            []string    `json:"notes,omitempty"`
 	Partitions       []offsetRow `json:"partitions"`
 	Applied          bool        `json:"applied"`
@@ -121,7 +125,7 @@ func offsetsCmd(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	o := &offsets{f: f, group: *group, use: *use, log: log, timeout: *timeout}
-	rep, err := o.report(ctx)
+	rep, err := o.route(ctx, cfg)
 	if err == nil && *apply {
 		err = o.apply(ctx, rep, *allowRewind)
 	}
@@ -459,11 +463,15 @@ func printOffsets(w io.Writer, rep *offsetsReport, output string) error {
 	if output == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false) // keep "A->B" readable
 		return enc.Encode(rep)
 	}
 	src := fmt.Sprintf("checkpoints in %s on %s", rep.CheckpointsTopic, rep.To)
-	if rep.Source == useTranslate {
+	switch rep.Source {
+	case useTranslate:
 		src = fmt.Sprintf("fresh translation of the group's offsets on %s", rep.From)
+	case useReverse:
+		src = fmt.Sprintf("the group's offsets on %s translated back through the offset syncs of %s", rep.From, rep.ReverseFlow)
 	}
 	fmt.Fprintf(w, "group %s: offsets on %s translated from %s (source: %s; translation mode %s)\n", rep.Group, rep.To, rep.From, src, rep.Mode)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
