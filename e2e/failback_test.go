@@ -75,6 +75,11 @@ func TestFailback(t *testing.T) {
 		t.Errorf("offsets --apply with an active member on A: exit %d, output:\n%s", code, out)
 	}
 	leave()
+	out, code = runKmirror(t, 60*time.Second, "offsets", "--config", cfg, "--group", g("marker"), "--from", dst, "--to", src)
+	t.Logf("kmirror offsets --from B --to A (exit %d):\n%s", code, out)
+	if code != 0 || !strings.Contains(out, "translated back through the offset syncs of "+src+"->"+dst) {
+		t.Errorf("offsets in text: exit %d, output:\n%s", code, out)
+	}
 
 	for _, name := range []string{"mid", "marker", "end"} {
 		out, code := runKmirror(t, 60*time.Second, "offsets", "--config", cfg, "--group", g(name), "--from", dst, "--to", src, "--apply", "--output", "json")
