@@ -67,6 +67,21 @@ func TestFailback(t *testing.T) {
 	for name, offs := range commits {
 		commitOnA(t, b, g(name), remote, offs)
 	}
+	// "mid" also read a topic produced on B after the failover, which
+	// B->A copies back: that partition comes from B->A's checkpoints, in
+	// the same run of the command.
+	local := testkafka.Topic(t, "local")
+	b.CreateTopic(t, local, 1, nil)
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, &kgo.Record{Topic: local, Key: fmt.Appendf(nil, "l-%d", i)})
+	}
+	b.Produce(t, recs...)
+	commitOnA(t, b, g("mid"), local, map[int32]int64{0: 12})
+	back := writeFile(t, "back.properties", mm2Config(src, dst, a, b, src+"->"+dst+".topics = "+topic,
+		dst+"->"+src+".enabled = true", dst+"->"+src+".topics = "+local, "groups = "+topic+"-.*",
+		"emit.checkpoints.interval.seconds = 1", "refresh.groups.interval.seconds = 1"))
+	startKmirror(t, "--clusters", src, back)
 
 	// No commit on A while the group has a member there.
 	leave := member(t, a, g("marker"), topic, false)
@@ -81,16 +96,36 @@ func TestFailback(t *testing.T) {
 		t.Errorf("offsets in text: exit %d, output:\n%s", code, out)
 	}
 
+	// B->A's checkpoint of "mid" on the local topic.
+	localOnA := dst + "." + local
+	waitFor(t, 60*time.Second, "B->A's checkpoint of group mid", func() bool {
+		out, _ := runKmirror(t, 60*time.Second, "offsets", "--config", back, "--group", g("mid"), "--from", dst, "--to", src)
+		return strings.Contains(out, localOnA+"  ")
+	})
+
 	for _, name := range []string{"mid", "marker", "end"} {
-		out, code := runKmirror(t, 60*time.Second, "offsets", "--config", cfg, "--group", g(name), "--from", dst, "--to", src, "--apply", "--output", "json")
+		file, source := cfg, "reverse"
+		if name == "mid" {
+			file, source = back, "checkpoints" // mixed: the report's source is --use's
+		}
+		out, code := runKmirror(t, 60*time.Second, "offsets", "--config", file, "--group", g(name), "--from", dst, "--to", src, "--apply", "--output", "json")
 		var rep failbackJSON
-		if i := strings.Index(out, "{"); code != 0 || i < 0 || json.Unmarshal([]byte(out[i:]), &rep) != nil || !rep.Applied || rep.Source != "reverse" {
+		if i := strings.Index(out, "{"); code != 0 || i < 0 || json.Unmarshal([]byte(out[i:]), &rep) != nil || !rep.Applied || rep.Source != source {
 			t.Errorf("group %s: offsets --apply: exit %d, output:\n%s", name, code, out)
 			continue
 		}
+		if name == "mid" {
+			if got := committed(t, a, g(name), localOnA)[0]; got != 12 {
+				t.Errorf("group mid: %s at %d on A, want 12 from B->A's checkpoint\n%s", localOnA, got, out)
+			}
+		}
 		var moved []string
 		for _, r := range rep.Partitions {
-			moved = append(moved, fmt.Sprintf("%s-%d %d->%s-%d %d (%s)", r.FromTopic, r.Partition, r.Upstream, r.Topic, r.Partition, r.Downstream, r.Action))
+			from := r.FromTopic
+			if from == "" {
+				from = "(checkpoint)"
+			}
+			moved = append(moved, fmt.Sprintf("%s-%d %d->%s-%d %d (%s)", from, r.Partition, r.Upstream, r.Topic, r.Partition, r.Downstream, r.Action))
 		}
 		read := readGroupFrom(t, a, g(name), topic, up)
 		missed, reread := failbackCount(up, onB, read, commits[name])
