@@ -132,7 +132,7 @@ func New(c Config) (*Task, error) {
 	if t.log == nil {
 		t.log = slog.Default()
 	}
-	t.log = t.log.With("flow", f.Name(), "task", "checkpoint")
+	t.log = t.log.With("task", "checkpoint")
 	var err error
 	if t.set, err = FlowSettings(f); err != nil {
 		return nil, err
