@@ -23,7 +23,9 @@ Usage:
   kmirror offsets --config FILE --group G --from A --to B [--apply [--allow-rewind]]
                   [--use checkpoints|translate] [--output text|json] [--timeout 30s]
                          print G's offsets on B translated from A; --apply commits
-                         them to G on B (refused while G has active members on B)
+                         them to G on B (refused while G has active members on B);
+                         for failback (--from B --to A with A->B in the file) the
+                         A->B offset syncs are read in reverse
   kmirror topology --config FILE [--output text|json] [--timeout 15s]
                          which clusters replicate to which, from the heartbeats
   kmirror verify --config FILE [--flow A->B] [--topics REGEX] [--output text|json]
