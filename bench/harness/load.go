@@ -43,6 +43,32 @@ func letters(rng *rand.ChaCha8, b []byte) {
 	}
 }
 
+// vocabulary is 1024 words of 3 to 9 random capital letters, the same in
+// every run.
+var vocabulary = func() [][]byte {
+	rng := rand.NewChaCha8([32]byte{'w', 'o', 'r', 'd', 's'})
+	ws := make([][]byte, 1024)
+	for i := range ws {
+		ws[i] = make([]byte, 3+rng.Uint64()%7)
+		letters(rng, ws[i])
+	}
+	return ws
+}()
+
+// words fills b with random words of the vocabulary separated by spaces:
+// text that lz4 compresses to about half.
+func words(rng *rand.ChaCha8, b []byte) {
+	b = b[:0:len(b)]
+	for len(b) < cap(b) {
+		w := vocabulary[rng.Uint64()%uint64(len(vocabulary))]
+		n := min(len(w), cap(b)-len(b))
+		b = append(b, w[:n]...)
+		if len(b) < cap(b) {
+			b = append(b, ' ')
+		}
+	}
+}
+
 // Load creates the source topics of w on bootstrap and writes n records
 // to them, spread evenly over the topics, with linger 20 ms and 256 KiB
 // batches compressed with w's codec. It checks that the topics' end offsets
@@ -88,7 +114,11 @@ func Load(ctx context.Context, bootstrap string, w Workload, n int64, log io.Wri
 	}
 	for i := range n {
 		r := &kgo.Record{Topic: topics[int(i)%len(topics)], Value: make([]byte, w.ValueBytes)}
-		letters(rng, r.Value)
+		if w.Text {
+			words(rng, r.Value)
+		} else {
+			letters(rng, r.Value)
+		}
 		if w.KeyBytes > 0 {
 			r.Key = make([]byte, w.KeyBytes)
 			letters(rng, r.Key)

@@ -168,13 +168,13 @@ func targets(b *strings.Builder, res *Results) {
 	}
 	rps := func(s Summary) float64 { return s.RecordsPerSec.Med }
 	cpg := func(s Summary) float64 { return s.CPUPerGB.Med }
-	for _, w := range []string{"small", "kb"} {
+	for _, w := range []string{"small", "kb", "kb-lz4"} {
 		each(fmt.Sprintf("`%s`: records/s ≥ 3× MM2", w), true, true, vsMM2(w, rps, func(r float64) bool { return r >= 3 }))
 	}
-	for _, w := range []string{"small", "kb", "zstd", "keys-headers"} {
+	for _, w := range []string{"small", "kb", "kb-lz4", "zstd", "keys-headers"} {
 		each(fmt.Sprintf("`%s`: CPU s per GB ≤ 1/3 of MM2's (record path)", w), true, false, vsMM2(w, cpg, func(r float64) bool { return r <= 1.0/3 }))
 	}
-	for _, w := range []string{"kb", "zstd"} {
+	for _, w := range []string{"kb", "kb-lz4", "zstd"} {
 		each(fmt.Sprintf("`%s`: CPU s per GB ≤ 1/10 of MM2's (passthrough)", w), false, true, vsMM2(w, cpg, func(r float64) bool { return r <= 0.1 }))
 	}
 	each("peak RSS ≤ 1/10 of MM2's (worst workload)", true, true, func(repl string) (string, bool, bool) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -252,7 +253,49 @@ func (r Result) Summary() string {
 		float64(r.PeakRSS)/(1<<20), r.StartupSeconds)
 }
 
-// Load reads a results.json.
+// Merge joins the results of several benchmark runs on the same machine
+// into one report: the first's metadata, the time span of all, the
+// workloads of each in order (a later run's figures for a workload add to
+// an earlier one's).
+func Merge(rs ...*Results) *Results {
+	if len(rs) == 0 {
+		return &Results{}
+	}
+	out := *rs[0]
+	out.Meta.Descriptions = maps.Clone(out.Meta.Descriptions)
+	out.Meta.RTTMillis = maps.Clone(out.Meta.RTTMillis)
+	out.Meta.Workloads = slices.Clone(out.Meta.Workloads)
+	out.Runs = slices.Clone(out.Runs)
+	for _, r := range rs[1:] {
+		m := r.Meta
+		if m.Started.Before(out.Meta.Started) {
+			out.Meta.Started = m.Started
+		}
+		if m.Finished.After(out.Meta.Finished) {
+			out.Meta.Finished = m.Finished
+		}
+		out.Meta.Rounds = max(out.Meta.Rounds, m.Rounds)
+		for _, w := range m.Workloads {
+			if !slices.Contains(out.Meta.Workloads, w) {
+				out.Meta.Workloads = append(out.Meta.Workloads, w)
+				if out.Meta.Descriptions == nil {
+					out.Meta.Descriptions = map[string]string{}
+				}
+				out.Meta.Descriptions[w] = m.Descriptions[w]
+			}
+		}
+		for w, v := range m.RTTMillis {
+			if out.Meta.RTTMillis == nil {
+				out.Meta.RTTMillis = map[string]float64{}
+			}
+			out.Meta.RTTMillis[w] = v
+		}
+		out.Runs = append(out.Runs, r.Runs...)
+	}
+	return &out
+}
+
+// LoadResults reads a results.json.
 func LoadResults(path string) (*Results, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"image/png"
 	"math"
 	"math/rand/v2"
+
+	"github.com/pierrec/lz4/v4"
 	"os"
 	"strings"
 	"testing"
@@ -43,6 +45,26 @@ func TestLetters(t *testing.T) {
 		if c < 'A' || c > 'Z' {
 			t.Fatalf("byte %d = %q", i, c)
 		}
+	}
+}
+
+func TestWords(t *testing.T) {
+	b := make([]byte, 1024)
+	words(rand.NewChaCha8([32]byte{}), b)
+	if b[1023] == 0 || strings.Count(string(b), " ") < 100 {
+		t.Errorf("words = %q", b)
+	}
+	var c bytes.Buffer
+	zw := lz4.NewWriter(&c)
+	rng := rand.NewChaCha8([32]byte{1})
+	for range 256 {
+		words(rng, b)
+		zw.Write(b)
+	}
+	zw.Close()
+	t.Logf("lz4: 256 KiB of words -> %d bytes", c.Len())
+	if c.Len() > 256*1024*3/4 {
+		t.Errorf("lz4 shrinks 256 KiB of words only to %d bytes", c.Len())
 	}
 }
 
@@ -151,6 +173,20 @@ func TestParseTop(t *testing.T) {
 		if c.Name != want[i].Name || math.Abs(c.Seconds-want[i].Seconds) > 1e-9 || math.Abs(c.Percent-want[i].Percent) > 1e-6 {
 			t.Errorf("category %d = %+v, want %+v", i, c, want[i])
 		}
+	}
+}
+
+func TestMerge(t *testing.T) {
+	a, b := fakeResults(), fakeResults()
+	b.Meta.Workloads = []string{"kb", "kb-lz4"}
+	b.Meta.Descriptions = map[string]string{"kb-lz4": "words"}
+	b.Runs = append(b.Runs, Result{Workload: "kb-lz4", Replicator: Kmirror, Round: 1})
+	m := Merge(a, b)
+	if got := strings.Join(m.Meta.Workloads, ","); got != "kb,wan,kb-lz4" {
+		t.Errorf("workloads = %s", got)
+	}
+	if len(m.Runs) != len(a.Runs)+len(b.Runs) || m.Meta.Descriptions["kb-lz4"] != "words" || len(a.Meta.Workloads) != 2 {
+		t.Errorf("merged %d runs, descriptions %v; first's workloads %v", len(m.Runs), m.Meta.Descriptions, a.Meta.Workloads)
 	}
 }
 

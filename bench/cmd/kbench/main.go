@@ -2,7 +2,7 @@
 // local Kafka clusters and writes docs/benchmarks.md with a PNG chart.
 //
 //	kbench run [--quick] [--runs N] [--workloads a,b] [--no-limit] [--profile W] [--out DIR] [--docs]
-//	kbench report [--docs DIR] RESULTS.json
+//	kbench report [--docs DIR] RESULTS.json...
 //
 // bench/run is a thin wrapper; see docs/benchmarks.md.
 package main
@@ -27,7 +27,8 @@ const usage = `kbench: kmirror vs Apache MirrorMaker 2 on local Kafka clusters
 
 Usage:
   kbench run [flags]            run the benchmark; results in --out/results.json
-  kbench report [--docs DIR] RESULTS.json   (re)write the report from saved results
+  kbench report [--docs DIR] RESULTS.json...   (re)write the report from saved
+                                results; several runs' results are merged
 
 Run flags:
   --quick             a few seconds per run (CI smoke test)
@@ -104,15 +105,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if fs.Parse(args) != nil {
 			return 2
 		}
-		if fs.NArg() != 1 {
+		if fs.NArg() == 0 {
 			fmt.Fprintln(stderr, "kbench report: want RESULTS.json")
 			return 2
 		}
-		res, err := harness.LoadResults(fs.Arg(0))
-		if err != nil {
-			fmt.Fprintln(stderr, "kbench:", err)
-			return 1
+		var all []*harness.Results
+		for _, f := range fs.Args() {
+			r, err := harness.LoadResults(f)
+			if err != nil {
+				fmt.Fprintln(stderr, "kbench:", err)
+				return 1
+			}
+			all = append(all, r)
 		}
+		res := harness.Merge(all...)
 		if *docs != "" {
 			if err := harness.WriteReport(res, *docs, readAnalysis(root)); err != nil {
 				fmt.Fprintln(stderr, "kbench:", err)
