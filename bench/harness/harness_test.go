@@ -34,7 +34,7 @@ func TestQuickKB(t *testing.T) {
 	dir := t.TempDir()
 	res, err := Run(ctx, Config{
 		Root: root, Dir: dir, Workloads: []string{"kb"}, Runs: 1, Quick: true,
-		Timeout: 90 * time.Second, Log: &log, Profile: "kb",
+		Timeout: 90 * time.Second, Log: &log, Profile: []string{"kb"},
 	})
 	t.Logf("harness log:\n%s", log.String())
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,30 +71,64 @@ func words(rng *rand.ChaCha8, b []byte) {
 	}
 }
 
+// codecCount counts the batches the loader's producer wrote, by the codec
+// they were written with: franz-go writes a batch uncompressed when the
+// codec does not make it smaller.
+type codecCount struct {
+	mu sync.Mutex
+	n  map[uint8]int64
+}
+
+func (c *codecCount) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[m.CompressionType]++
+}
+
+// String is e.g. "lz4 100 %" or "none 100 % (asked for lz4)".
+func (c *codecCount) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	names := map[uint8]string{0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+	var total int64
+	for _, v := range c.n {
+		total += v
+	}
+	var parts []string
+	for k := range uint8(5) {
+		if v := c.n[k]; v > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f %%", names[k], 100*float64(v)/float64(total)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Load creates the source topics of w on bootstrap and writes n records
 // to them, spread evenly over the topics, with linger 20 ms and 256 KiB
 // batches compressed with w's codec. It checks that the topics' end offsets
-// add up to n.
-func Load(ctx context.Context, bootstrap string, w Workload, n int64, log io.Writer) error {
+// add up to n, and returns how the batches were written (codecs).
+func Load(ctx context.Context, bootstrap string, w Workload, n int64, log io.Writer) (string, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	topics := w.TopicNames()
 	resp, err := adm.CreateTopics(ctx, w.Partitions, 1, nil, topics...)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := resp.Error(); err != nil {
-		return err
+		return "", err
 	}
 	cc, err := codec(w.Compression)
 	if err != nil {
-		return err
+		return "", err
 	}
+	codecs := &codecCount{n: map[uint8]int64{}}
 	p, err := kgo.NewClient(kgo.SeedBrokers(bootstrap),
+		kgo.WithHooks(codecs),
 		kgo.ProducerBatchCompression(cc),
 		kgo.ProducerLinger(20*time.Millisecond),
 		kgo.ProducerBatchMaxBytes(256<<10),
@@ -100,7 +136,7 @@ func Load(ctx context.Context, bootstrap string, w Workload, n int64, log io.Wri
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 	)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer p.Close()
 	start := time.Now()
@@ -142,22 +178,22 @@ func Load(ctx context.Context, bootstrap string, w Workload, n int64, log io.Wri
 		}
 	}
 	if err := p.Flush(ctx); err != nil {
-		return err
+		return "", err
 	}
 	if failed.Load() > 0 {
-		return fmt.Errorf("load %s: %d records failed: %v", w.Name, failed.Load(), firstErr.Load())
+		return "", fmt.Errorf("load %s: %d records failed: %v", w.Name, failed.Load(), firstErr.Load())
 	}
 	got, err := endOffsetSum(ctx, adm, topics)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if got != n {
-		return fmt.Errorf("load %s: topics hold %d records, want %d", w.Name, got, n)
+		return "", fmt.Errorf("load %s: topics hold %d records, want %d", w.Name, got, n)
 	}
 	el := time.Since(start)
-	fmt.Fprintf(log, "kbench: loaded %s: %d records (%.0f MB) in %v, %.0f records/s\n", w.DataName(), n,
-		float64(n)*float64(w.RecordBytes())/1e6, el.Round(time.Millisecond), float64(n)/el.Seconds())
-	return nil
+	fmt.Fprintf(log, "kbench: loaded %s: %d records (%.0f MB) in %v, %.0f records/s; batches written: %s\n", w.DataName(), n,
+		float64(n)*float64(w.RecordBytes())/1e6, el.Round(time.Millisecond), float64(n)/el.Seconds(), codecs)
+	return codecs.String(), nil
 }
 
 // endOffsetSum adds the end offsets of every partition of topics. Topics

@@ -30,9 +30,9 @@ type Config struct {
 	// LimitOn restricts the limit runs to these workloads (all when empty).
 	LimitOn  []string
 	TasksMax int // tasks.max in mm2.properties
-	// Profile names the workload on which the last round's kmirror and
-	// kmirror-pt runs are CPU-profiled (none when empty).
-	Profile string
+	// Profile names the workloads on which the last round's kmirror and
+	// kmirror-pt runs are CPU-profiled.
+	Profile []string
 	Timeout time.Duration
 	Log     io.Writer
 }
@@ -164,8 +164,15 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 			n = w.Quick
 		}
 		if !loaded[w.DataName()] {
-			if err := Load(ctx, cl.Source, w, n, cfg.Log); err != nil {
+			codecs, err := Load(ctx, cl.Source, w, n, cfg.Log)
+			if err != nil {
 				return res, err
+			}
+			res.Meta.Descriptions[w.Name] += "; source batches: " + codecs
+			for _, o := range wls {
+				if o.Name != w.Name && o.DataName() == w.DataName() {
+					res.Meta.Descriptions[o.Name] += "; source batches: " + codecs
+				}
 			}
 			loaded[w.DataName()] = true
 		}
@@ -185,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				switch {
 				case r == Limit:
 					rr = env.MeasureLimit(ctx, w, n, round)
-				case w.Name == cfg.Profile && round == cfg.Runs && r != MM2:
+				case slices.Contains(cfg.Profile, w.Name) && round == cfg.Runs && r != MM2:
 					rr = env.Replicate(ctx, r, w, n, round, profileSeconds(res, w.Name, r))
 				default:
 					rr = env.Replicate(ctx, r, w, n, round, 0)

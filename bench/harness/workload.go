@@ -43,9 +43,11 @@ var Workloads = []Workload{
 	{Name: "small", Topics: 4, Partitions: 8, Records: 6_000_000, Quick: 400_000, ValueBytes: 100, Compression: "none"},
 	{Name: "kb", Topics: 4, Partitions: 8, Records: 2_000_000, Quick: 100_000, ValueBytes: 1024, Compression: "lz4"},
 	{Name: "wan", Data: "kb", Delay: 15 * time.Millisecond},
-	// kb with values lz4 can shrink, so that the source batches really are
-	// lz4: random letters are not, and franz-go then writes them raw.
+	// kb and zstd with values of words, so that the source batches really
+	// are compressed: neither lz4 nor franz-go's zstd shrinks random
+	// letters, and franz-go then writes the batches uncompressed.
 	{Name: "kb-lz4", Topics: 4, Partitions: 8, Records: 2_000_000, Quick: 100_000, ValueBytes: 1024, Compression: "lz4", Text: true},
+	{Name: "kb-zstd", Topics: 4, Partitions: 8, Records: 2_000_000, Quick: 100_000, ValueBytes: 1024, Compression: "zstd", Text: true},
 	{Name: "zstd", Topics: 4, Partitions: 8, Records: 1_500_000, Quick: 100_000, ValueBytes: 1024, Compression: "zstd"},
 	{Name: "keys-headers", Topics: 4, Partitions: 8, Records: 1_500_000, Quick: 200_000, ValueBytes: 256, KeyBytes: 16, Headers: 3, Compression: "none"},
 	// Few partitions over a long round trip: where a replicator with one

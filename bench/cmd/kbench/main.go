@@ -37,8 +37,8 @@ Run flags:
   --replicators LIST  kmirror,kmirror-pt,mm2 (default all three)
   --no-limit          skip the ProducerPerformance limit runs
   --limit-on LIST     run the limit only on these workloads (default small,kb)
-  --profile W         CPU-profile the last round's kmirror and kmirror-pt runs
-                      on workload W (default kb; "" for none)
+  --profile LIST      CPU-profile the last round's kmirror and kmirror-pt runs
+                      on these workloads (default kb,kb-lz4,kb-zstd; "" for none)
   --tasks-max N       tasks.max in mm2.properties (default 4)
   --out DIR           results folder (default bench/results/<time>)
   --docs DIR          also write benchmarks.md and benchmarks.png into DIR
@@ -76,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		noLimit := fs.Bool("no-limit", false, "skip the ProducerPerformance limit")
 		limitOn := fs.String("limit-on", "small,kb", "workloads with a limit run")
 		tasks := fs.Int("tasks-max", 4, "tasks.max in mm2.properties")
-		profile := fs.String("profile", "kb", "workload whose last-round kmirror runs are CPU-profiled")
+		profile := fs.String("profile", "kb,kb-lz4,kb-zstd", "workloads whose last-round kmirror runs are CPU-profiled")
 		out := fs.String("out", "", "results folder")
 		if fs.Parse(args) != nil {
 			return 2
@@ -86,7 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg := harness.Config{
 			Root: root, Dir: *out, Workloads: split(*wls), Replicators: split(*repls),
-			Runs: *runs, Quick: *quick, Limit: !*noLimit, LimitOn: split(*limitOn), TasksMax: *tasks, Profile: *profile, Log: stderr,
+			Runs: *runs, Quick: *quick, Limit: !*noLimit, LimitOn: split(*limitOn), TasksMax: *tasks, Profile: split(*profile), Log: stderr,
 		}
 		res, err := harness.Run(ctx, cfg)
 		if res != nil && *docs != "" {
