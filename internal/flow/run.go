@@ -1,0 +1,383 @@
+package flow
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/checkpoint"
+	"github.com/kmirror/kmirror/internal/clients"
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/heartbeat"
+	"github.com/kmirror/kmirror/internal/offsetsync"
+	"github.com/kmirror/kmirror/internal/passthrough"
+	"github.com/kmirror/kmirror/internal/policy"
+	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/replicate"
+	"github.com/kmirror/kmirror/internal/topicsync"
+)
+
+// running is the state of one Run of a flow.
+type running struct {
+	f *Flow
+	c *config.Flow
+
+	pol                policy.Policy
+	topics             *policy.Filter
+	exclude            *regexp.Regexp
+	srcAdm, tgtAdm     *kadm.Client
+	tgtConn            []kgo.Opt // target connection options, for readers
+	consumer, producer *kgo.Client
+	group              string // consumer group in group mode, or ""
+	hooks              *groupHooks
+	store              *progress.Store
+	rep                dataPath
+	syncer             *topicsync.Syncer
+	assigned           map[progress.TP]bool // single mode: partitions handed to rep
+}
+
+// connect checks the settings the flow needs and that both clusters answer.
+func (r *running) connect(ctx context.Context) error {
+	f, c := r.f, r.c
+	var err error
+	if r.pol, err = c.Policy(); err != nil {
+		return err
+	}
+	if r.topics, err = c.TopicFilter(); err != nil {
+		return err
+	}
+	if r.exclude, err = policy.CompilePattern(c.ConfigPropertiesExclude); err != nil {
+		return err
+	}
+	if _, err := checkpoint.FlowSettings(c); err != nil {
+		return err
+	}
+	srcAdmCl, _, err := f.client("replication-source-admin", clients.Admin, c.SourceAdmin)
+	if err != nil {
+		return err
+	}
+	tgtAdmCl, tgtConn, err := f.client("replication-target-admin", clients.Admin, c.TargetAdmin)
+	if err != nil {
+		return err
+	}
+	r.srcAdm, r.tgtAdm, r.tgtConn = kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl), tgtConn
+	if err := reachable(ctx, r.srcAdm, c.Source); err != nil {
+		return err
+	}
+	return reachable(ctx, r.tgtAdm, c.Target)
+}
+
+// build makes the clients, the progress store, the offset-sync writer, the
+// data path and the topic syncer.
+func (r *running) build(ctx context.Context) error {
+	f, c := r.f, r.c
+	if v := c.SourceConsumer["isolation.level"]; v != "" && v != "read_committed" {
+		f.log.Warn("ignoring isolation.level: kmirror copies only committed records", "value", v)
+	}
+	startAtEnd := c.SourceConsumer["auto.offset.reset"] == "latest"
+	copts := []kgo.Opt{
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+	}
+	eos := ExactlyOnce(c)
+	r.group = GroupID(c)
+	r.hooks = &groupHooks{remotes: make(map[string]string)}
+	if r.group != "" {
+		if eos {
+			return fmt.Errorf("flow %s: exactly-once with several workers (%s) is not supported yet; run one worker per flow", c.Name(), WorkersKey)
+		}
+		copts = append(copts, r.hooks.options(r.group, c.SourceConsumer)...)
+		f.log.Info("workers share this flow through a consumer group on the source", "group", r.group)
+	}
+	var err error
+	if r.consumer, _, err = f.client("replication-consumer", clients.Consumer, c.SourceConsumer, copts...); err != nil {
+		return err
+	}
+	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
+	if eos {
+		popts = append(popts, kgo.TransactionalID(TransactionalID(c)))
+	}
+	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
+		return err
+	}
+	usePT := Passthrough(c) && !eos && !f.opts.AddOrigin && r.group == ""
+	byCodec, err := f.codecProducers(eos || usePT, popts)
+	if err != nil {
+		return err
+	}
+	// Progress written outside the record path (revoked partitions,
+	// re-created topics) cannot use a transactional producer.
+	storeProducer := r.producer
+	if eos {
+		if storeProducer, _, err = f.client("progress-producer", clients.Producer, c.TargetProducer, kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
+			return err
+		}
+		f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", TransactionalID(c))
+	}
+	r.store, err = progress.Open(ctx, r.tgtAdm, r.tgtConn, storeProducer, progress.Options{
+		Topic:             c.OffsetStorageTopic,
+		Source:            c.Source,
+		Partitions:        c.OffsetStoragePartitions,
+		ReplicationFactor: c.OffsetStorageReplicationFactor,
+	}, f.log)
+	if err != nil {
+		return fmt.Errorf("flow %s: %w", c.Name(), err)
+	}
+	var syncs *offsetsync.Writer
+	if c.EmitOffsetSyncsEnabled {
+		if syncs, err = f.offsetSyncs(ctx, r.pol, r.srcAdm, r.tgtAdm); err != nil {
+			return err
+		}
+	}
+	limiter, err := throttleOf(c)
+	if err != nil {
+		return err
+	}
+	if usePT {
+		f.log.Info("passthrough: source batches are forwarded without recompression")
+		r.rep = passthrough.New(passthrough.Config{
+			SourceAlias: c.Source, TargetAlias: c.Target,
+			Source: r.consumer, SourceAdmin: r.srcAdm,
+			Target: r.producer, TargetAdmin: r.tgtAdm,
+			Progress: r.store, Syncs: syncs,
+			StartAtEnd: startAtEnd,
+			Throttle:   limiter,
+			Metrics:    f.m, Log: f.log,
+		})
+	} else {
+		rep := replicate.New(replicate.Config{
+			SourceAlias:   c.Source,
+			TargetAlias:   c.Target,
+			Source:        r.consumer,
+			SourceAdmin:   r.srcAdm,
+			Target:        r.producer,
+			ByCodec:       byCodec,
+			Progress:      r.store,
+			Syncs:         syncs,
+			StartAtEnd:    startAtEnd,
+			AddOrigin:     f.opts.AddOrigin,
+			Throttle:      limiter,
+			Transactional: eos,
+			Group:         r.group != "",
+			Remote:        r.hooks.remote,
+			Metrics:       f.m,
+			Log:           f.log,
+		})
+		r.hooks.rep = rep
+		r.rep = rep
+	}
+	r.syncer = &topicsync.Syncer{
+		Source:                r.srcAdm,
+		Target:                r.tgtAdm,
+		SourceAlias:           c.Source,
+		TargetAlias:           c.Target,
+		Policy:                r.pol,
+		Topics:                r.topics,
+		HeartbeatsReplication: c.HeartbeatsReplicationEnabled,
+		ReplicationFactor:     c.ReplicationFactor,
+		ConfigExclude:         r.exclude,
+		DefaultsFromSource:    c.Settings["use.defaults.from"] == "source",
+		Log:                   f.log,
+	}
+	return nil
+}
+
+// refresh syncs the topics and hands new partitions to the data path (or,
+// in group mode, new topics to the group), taking gone ones back.
+func (r *running) refresh(ctx context.Context) error {
+	ts, err := r.syncer.Sync(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if err := r.checkTopicID(ctx, t); err != nil {
+			return err
+		}
+	}
+	if r.group != "" {
+		r.f.subscribe(r.consumer, r.producer, r.hooks, ts)
+		return nil
+	}
+	var add []replicate.Partition
+	live := make(map[progress.TP]bool)
+	for _, t := range ts {
+		for p := int32(0); p < t.Partitions; p++ {
+			tp := progress.TP{Topic: t.Name, Partition: p}
+			live[tp] = true
+			if t.Ready && !r.assigned[tp] {
+				add = append(add, replicate.Partition{TP: tp, Remote: t.Remote})
+				r.assigned[tp] = true
+			}
+		}
+	}
+	var gone []progress.TP
+	for tp := range r.assigned {
+		if !live[tp] {
+			gone = append(gone, tp)
+			delete(r.assigned, tp)
+		}
+	}
+	if len(gone) > 0 {
+		r.f.log.Info("source partitions gone; no longer replicated", "count", len(gone))
+		if err := r.rep.Revoke(ctx, gone); err != nil {
+			return err
+		}
+	}
+	if len(add) > 0 {
+		// Remote partitions may be new: let the producer see them.
+		r.producer.ForceMetadataRefresh()
+	}
+	r.rep.Assign(add)
+	return nil
+}
+
+// run starts the side tasks (heartbeats, checkpoints, progress saves, topic
+// refresh, config and ACL sync), runs the data path until ctx ends and
+// stops everything.
+func (r *running) run(ctx context.Context) error {
+	f, c := r.f, r.c
+	var hb *heartbeat.Emitter
+	var err error
+	if c.EmitHeartbeatsEnabled {
+		if hb, err = f.heartbeats(ctx, r.pol, r.tgtAdm); err != nil {
+			return err
+		}
+	}
+	var cp *checkpoint.Task
+	if c.EmitCheckpointsEnabled && c.EmitOffsetSyncsEnabled {
+		if cp, err = checkpoint.New(checkpoint.Config{Flow: c, Metrics: f.m, Log: f.log}); err != nil {
+			return fmt.Errorf("flow %s: %w", c.Name(), err)
+		}
+	}
+
+	loops, stop := context.WithCancel(ctx)
+	defer stop()
+	var side sync.WaitGroup
+	sideErr := make(chan error, 2)
+	if hb != nil {
+		side.Add(1)
+		go func() { defer side.Done(); sideErr <- hb.Run(loops) }()
+	}
+	if cp != nil {
+		side.Add(1)
+		go func() {
+			defer side.Done()
+			if err := cp.Run(loops); err != nil {
+				sideErr <- fmt.Errorf("flow %s: checkpoints: %w", c.Name(), err)
+				stop() // the flow stops loudly rather than run half
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Progress is saved every interval, and sooner once CommitRecords
+		// records were acknowledged, which bounds the records copied
+		// twice after a crash even while a backlog streams through.
+		interval := flushInterval(c)
+		last := time.Now()
+		f.every(loops, min(interval, 50*time.Millisecond), func() {
+			if time.Since(last) < interval && r.rep.AckedSinceCommit() < CommitRecords {
+				return
+			}
+			last = time.Now()
+			if err := r.rep.Commit(loops); err != nil && loops.Err() == nil {
+				f.log.Warn("saving progress failed; retrying at the next interval", "err", err)
+			}
+		})
+	}()
+	if c.RefreshTopicsEnabled && c.RefreshTopicsInterval > 0 {
+		go f.every(loops, c.RefreshTopicsInterval, func() {
+			if err := r.refresh(loops); err != nil && loops.Err() == nil {
+				f.log.Warn("refreshing topics failed; retrying at the next interval", "err", err)
+			}
+		})
+	}
+	// Topic configs and ACLs follow the source, at start and on their
+	// intervals, as MM2's syncTopicConfigs and syncTopicAcls do.
+	for _, job := range []struct {
+		on   bool
+		d    time.Duration
+		name string
+		fn   func(context.Context) error
+	}{
+		{c.SyncTopicConfigsEnabled, c.SyncTopicConfigsInterval, "topic configs", r.syncer.SyncConfigs},
+		{c.SyncTopicACLsEnabled, c.SyncTopicACLsInterval, "topic ACLs", r.syncer.SyncACLs},
+	} {
+		if !job.on || job.d <= 0 {
+			continue
+		}
+		run := func() {
+			if err := job.fn(loops); err != nil && loops.Err() == nil {
+				f.log.Warn("syncing "+job.name+" failed; retrying at the next interval", "err", err)
+			}
+		}
+		go func() { run(); f.every(loops, job.d, run) }()
+	}
+	f.log.Info("flow started", "source", c.Source, "target", c.Target, "partitions", len(r.assigned))
+	err = r.rep.Run(loops, f.opts.Drain)
+	stop()
+	<-done
+	side.Wait()
+	close(sideErr)
+	if err != nil {
+		return fmt.Errorf("flow %s: stopping: %w", c.Name(), err)
+	}
+	for err := range sideErr {
+		if err != nil {
+			return err
+		}
+	}
+	f.log.Info("flow stopped; progress saved")
+	return nil
+}
+
+// checkTopicID notices a source topic that was deleted and re-created under
+// the same name: its saved progress belongs to the old topic. The new topic
+// is replicated from its start; whatever the old topic held past the saved
+// progress and was not copied is gone, and that is reported.
+func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
+	f, store, rep, assigned, grouped := r.f, r.store, r.rep, r.assigned, r.group != ""
+	if t.ID == "" || !t.Ready {
+		return nil
+	}
+	old, ok := store.TopicID(t.Name)
+	if ok && old == t.ID {
+		return nil
+	}
+	if ok {
+		var mine []progress.TP
+		for tp := range assigned {
+			if tp.Topic == t.Name {
+				mine = append(mine, tp)
+				delete(assigned, tp)
+			}
+		}
+		if r, ok := rep.(*replicate.Replicator); ok && grouped {
+			r.RewindTopic(ctx, t.Name)
+		} else if err := rep.Revoke(ctx, mine); err != nil {
+			return err
+		}
+		reset := make(map[progress.TP]int64)
+		for p := int32(0); p < t.Partitions; p++ {
+			tp := progress.TP{Topic: t.Name, Partition: p}
+			last, had := store.Get(tp)
+			reset[tp] = -1
+			if had {
+				f.log.Error("source topic was deleted and re-created: records of the old topic after the last copied offset are lost; replicating the new topic from its start",
+					"topic", t.Name, "partition", p, "last_copied", last, "old_id", old, "new_id", t.ID)
+			}
+		}
+		f.m.TopicsRecreated.WithLabelValues(f.cfg.Source, f.cfg.Target, t.Name).Inc()
+		if err := store.Save(ctx, reset); err != nil {
+			return err
+		}
+	}
+	return store.SaveTopicID(ctx, t.Name, t.ID)
+}
