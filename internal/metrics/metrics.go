@@ -14,8 +14,8 @@ type Metrics struct {
 
 	RecordCount          *prometheus.CounterVec
 	ByteCount            *prometheus.CounterVec
-	RecordAgeMs          *prometheus.GaugeVec
-	ReplicationLatencyMs *prometheus.GaugeVec
+	RecordAgeMs          *WindowVec
+	ReplicationLatencyMs *WindowVec
 
 	RecordsLost        *prometheus.CounterVec
 	RecordsLooped      *prometheus.CounterVec
@@ -41,14 +41,8 @@ func New() *Metrics {
 		Name: "kafka_connect_mirror_source_connector_byte_count",
 		Help: "Value bytes replicated, per remote topic partition.",
 	}, partLabels)
-	m.RecordAgeMs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kafka_connect_mirror_source_connector_record_age_ms",
-		Help: "Age of the last record read from the source, in milliseconds.",
-	}, partLabels)
-	m.ReplicationLatencyMs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kafka_connect_mirror_source_connector_replication_latency_ms",
-		Help: "Time from the last record's timestamp to its acknowledgement by the target, in milliseconds.",
-	}, partLabels)
+	m.RecordAgeMs = NewWindowVec("kafka_connect_mirror_source_connector_record_age_ms", "Age of the last record read from the source, in milliseconds.", partLabels)
+	m.ReplicationLatencyMs = NewWindowVec("kafka_connect_mirror_source_connector_replication_latency_ms", "Time from the last record's timestamp to its acknowledgement by the target, in milliseconds.", partLabels)
 	m.RecordsLost = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kmirror_source_records_lost_total",
 		Help: "Source records removed upstream (retention, DeleteRecords, topic re-creation) before kmirror copied them.",

@@ -129,7 +129,7 @@ type partition struct {
 	labels prometheus.Labels
 
 	recordCount, byteCount prometheus.Counter
-	recordAge, latency     prometheus.Gauge
+	recordAge, latency     *metrics.Window
 
 	gen        int   // bumped when the fetch position jumps; older fetches are dropped
 	next       int64 // next source offset to fetch; -1 until resolved

@@ -89,6 +89,7 @@ type Replicator struct {
 	wake     func()       // ends the poll in progress, so restarts are seen
 
 	ackedSince atomic.Int64 // records acknowledged since the last Commit
+	acks       atomic.Int64 // records acknowledged in all
 
 	paused atomic.Bool // Pause is in effect
 
@@ -107,7 +108,7 @@ type partition struct {
 	remote string
 
 	recordCount, byteCount prometheus.Counter
-	recordAge, latency     prometheus.Gauge
+	recordAge, latency     *metrics.Window
 
 	mu       sync.Mutex
 	gen      int      // bumped at every restart; acks of older generations are ignored
@@ -430,7 +431,6 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 		pd.careful = rec.Offset <= p.carefulUntil
 		p.mu.Unlock()
 		p.byteCount.Add(float64(len(rec.Value)))
-		p.recordAge.Set(float64(now.Sub(rec.Timestamp).Milliseconds()))
 		if !pd.careful {
 			prod.Produce(ctx, out, func(out *kgo.Record, err error) { r.acked(pd, out, err) })
 			continue
@@ -439,6 +439,9 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 		prod.Produce(ctx, out, func(out *kgo.Record, err error) { r.acked(pd, out, err); close(sent) })
 		<-sent
 	}
+	// Ages are sampled once per fetched batch of records: cheap, and what
+	// min, max and avg over 30 s need.
+	p.recordAge.Set(float64(now.Sub(fp.Records[len(fp.Records)-1].Timestamp).Milliseconds()))
 }
 
 // producerFor returns the producer of a record: the one of its source
@@ -523,11 +526,17 @@ func (r *Replicator) acked(pd *pending, out *kgo.Record, err error) {
 	p.mu.Unlock()
 	r.ackedSince.Add(1)
 	p.recordCount.Inc()
-	p.latency.Set(float64(time.Since(pd.ts).Milliseconds()))
+	if r.acks.Add(1)%latencySample == 1 {
+		p.latency.Set(float64(time.Since(pd.ts).Milliseconds()))
+	}
 	if r.cfg.Syncs != nil {
 		r.cfg.Syncs.Acked(p.tp.Topic, p.tp.Partition, pd.src, out.Offset)
 	}
 }
+
+// latencySample: one acknowledgement in this many updates the replication
+// latency metric, so the hot path does not read the clock per record.
+const latencySample = 64
 
 // fatalErrs are produce errors that retrying cannot cure: the partition
 // stops, loudly, instead of skipping the record.

@@ -1,0 +1,45 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestWindow(t *testing.T) {
+	now := time.Unix(1000, 0)
+	w := &Window{now: func() time.Time { return now }, curStarted: now}
+	for _, v := range []float64{5, 1, 9} {
+		w.Set(v)
+	}
+	if last, lo, hi, avg, ok := w.stats(); !ok || last != 9 || lo != 1 || hi != 9 || avg != 5 {
+		t.Errorf("stats = %v %v %v %v %v", last, lo, hi, avg, ok)
+	}
+	now = now.Add(20 * time.Second) // one roll: the old values stay in view
+	w.Set(3)
+	if _, lo, hi, avg, _ := w.stats(); lo != 1 || hi != 9 || avg != 4.5 {
+		t.Errorf("after a half window: min %v max %v avg %v", lo, hi, avg)
+	}
+	now = now.Add(40 * time.Second) // nothing measured for a whole window
+	if last, _, _, _, ok := w.stats(); ok || last != 3 {
+		t.Errorf("after a quiet window: last %v ok %v; want 3 and no min/max/avg", last, ok)
+	}
+}
+
+func TestWindowVecExport(t *testing.T) {
+	v := NewWindowVec("kafka_connect_mirror_source_connector_replication_latency_ms", "help", []string{"topic"})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(v)
+	v.With(prometheus.Labels{"topic": "A.t"}).Set(7)
+	want := `
+# HELP kafka_connect_mirror_source_connector_replication_latency_ms_max help (max over the last 30 s)
+# TYPE kafka_connect_mirror_source_connector_replication_latency_ms_max gauge
+kafka_connect_mirror_source_connector_replication_latency_ms_max{topic="A.t"} 7
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kafka_connect_mirror_source_connector_replication_latency_ms_max"); err != nil {
+		t.Error(err)
+	}
+}
