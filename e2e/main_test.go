@@ -131,16 +131,6 @@ func (p *proc) stop() {
 	}
 }
 
-// exited waits for the process to end on its own.
-func (p *proc) exited(timeout time.Duration) (int, bool) {
-	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode(), true
-	case <-time.After(timeout):
-		return 0, false
-	}
-}
-
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -212,7 +202,6 @@ func ctx(t *testing.T) context.Context {
 // headers and timestamp.
 func sameRecords(t *testing.T, src, dst []*kgo.Record, dropHeader string) {
 	t.Helper()
-	type key struct{ p int32 }
 	bySrc := map[int32][]*kgo.Record{}
 	byDst := map[int32][]*kgo.Record{}
 	for _, r := range src {

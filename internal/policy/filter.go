@@ -182,7 +182,7 @@ func translate(p string) (string, error) {
 				prevQuant = false
 				continue
 			case strings.IndexByte("hHvVRXGZNcC", e) >= 0:
-				return "", fmt.Errorf("Java escape \\%c is not supported by Go regexp", e)
+				return "", fmt.Errorf("the Java escape \\%c is not supported by Go regexp", e)
 			}
 			if (e == 'p' || e == 'P' || e == 'x') && i+2 < len(p) && p[i+2] == '{' {
 				end := strings.IndexByte(p[i+2:], '}')
