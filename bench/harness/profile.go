@@ -101,11 +101,18 @@ func (p *profiler) summarize(ctx context.Context) (*Profile, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=100000", p.path).Output()
+	return summarizeFile(ctx, p.path, p.seconds)
+}
+
+// summarizeFile writes `go tool pprof -top` of the profile at path beside
+// it (.txt), every node included, and sums it up.
+func summarizeFile(ctx context.Context, path string, seconds int) (*Profile, error) {
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=100000",
+		"-nodefraction=0", "-edgefraction=0", path).Output()
 	if err != nil {
 		return nil, fmt.Errorf("go tool pprof: %v", err)
 	}
-	txt := strings.TrimSuffix(p.path, ".pprof") + ".txt"
+	txt := strings.TrimSuffix(path, ".pprof") + ".txt"
 	if err := os.WriteFile(txt, out, 0o644); err != nil {
 		return nil, err
 	}
@@ -113,10 +120,30 @@ func (p *profiler) summarize(ctx context.Context) (*Profile, error) {
 	if err != nil {
 		return nil, err
 	}
-	prof := &Profile{File: filepath.Base(p.path), Seconds: p.seconds, SampleSeconds: total,
+	prof := &Profile{File: filepath.Base(path), Seconds: seconds, SampleSeconds: total,
 		Categories: categorize(entries, total)}
 	prof.Top = entries[:min(len(entries), 15)]
 	return prof, nil
+}
+
+// RefreshProfiles summarises again the profiles of res whose files are in
+// dir, so that a change to the summary reaches saved results.
+func RefreshProfiles(ctx context.Context, res *Results, dir string) error {
+	for i, r := range res.Runs {
+		if r.Profile == nil {
+			continue
+		}
+		path := filepath.Join(dir, r.Profile.File)
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		p, err := summarizeFile(ctx, path, r.Profile.Seconds)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		res.Runs[i].Profile = p
+	}
+	return nil
 }
 
 // parseTop reads the output of `go tool pprof -top`: the total sample time

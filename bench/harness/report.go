@@ -263,7 +263,7 @@ func profiles(b *strings.Builder, res *Results) {
 	for _, r := range runs {
 		p("\nTop functions by own time, %s %s (`%s`):\n\n| flat | flat %% | cum %% | function |\n|---|---|---|---|\n",
 			r.Workload, r.Replicator, r.Profile.File)
-		for _, e := range r.Profile.Top[:min(len(r.Profile.Top), 12)] {
+		for _, e := range r.Profile.Top[:min(len(r.Profile.Top), 8)] {
 			p("| %.2f s | %.1f %% | %.1f %% | `%s` |\n", e.Flat, e.FlatPct, e.CumPct, e.Func)
 		}
 	}

@@ -112,6 +112,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		var all []*harness.Results
 		for _, f := range fs.Args() {
 			r, err := harness.LoadResults(f)
+			if err == nil {
+				err = harness.RefreshProfiles(ctx, r, filepath.Dir(f))
+			}
 			if err != nil {
 				fmt.Fprintln(stderr, "kbench:", err)
 				return 1
