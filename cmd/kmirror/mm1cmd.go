@@ -14,6 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/flow"
 	"github.com/kmirror/kmirror/internal/policy"
 )
 
@@ -224,7 +225,7 @@ type mm2Line struct {
 // copies bytes and keeps no consumer group.
 var (
 	droppedConsumerKeys = map[string]string{
-		"group.id":           "kmirror keeps its progress on the target, not in a consumer group",
+		"group.id":           "kmirror keeps its progress on the target; the group's committed offsets only say where partitions without progress start",
 		"enable.auto.commit": "kmirror commits no consumer offsets",
 		"key.deserializer":   "kmirror copies raw bytes",
 		"value.deserializer": "kmirror copies raw bytes",
@@ -258,6 +259,7 @@ func translateMM1(o *mm1Options, cons, prod *config.Properties) (*mm1Translation
 	add(t+"->"+s+".emit.heartbeats.enabled", "false", "kmirror mm1: nothing is written to the source")
 	add(s+"->"+t+".sync.topic.acls.enabled", "false", "kmirror mm1: MM1 leaves ACLs alone")
 	add(s+"->"+t+".sync.topic.configs.enabled", "false", "kmirror mm1: MM1 leaves topic configs alone")
+	add(s+"->"+t+".heartbeats.replication.enabled", "false", "kmirror mm1: MM1 copies only the whitelist")
 	if o.commitIntervalMs != "" {
 		add(t+".offset.flush.interval.ms", o.commitIntervalMs, "--offset.commit.interval.ms")
 	}
@@ -292,6 +294,11 @@ func translateMM1(o *mm1Options, cons, prod *config.Properties) (*mm1Translation
 				}
 				l.key = k
 				providers[k] = l
+			case f.role == "consumer" && k == "group.id":
+				// MM1 replicated through this group: start where it stands.
+				add(s+"->"+t+"."+flow.StartGroupKey, v, origin)
+				tr.notes = append(tr.notes, fmt.Sprintf("%s: group.id %s: partitions without kmirror progress start at this group's committed offsets, as MM1 resumed; kmirror commits nothing to it", origin, v))
+				continue
 			case f.dropped[k] != "":
 				dropped = append(dropped, k+" ("+f.dropped[k]+")")
 				continue

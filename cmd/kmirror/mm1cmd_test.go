@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -181,6 +182,8 @@ value.serializer = org.apache.kafka.common.serialization.ByteArraySerializer
 		{"consumer key", f.SourceConsumer["max.poll.records"], "500"},
 		{"auto.offset.reset", f.SourceConsumer["auto.offset.reset"], "latest"},
 		{"group.id dropped", f.SourceConsumer["group.id"], ""},
+		{"group.id is where partitions start", f.Settings["kmirror.start.from.group"], "mirror-group"},
+		{"no heartbeat topics", fmt.Sprint(f.HeartbeatsReplicationEnabled), "false"},
 		{"deserializer dropped", f.SourceConsumer["key.deserializer"], ""},
 		{"target bootstrap", f.TargetProducer["bootstrap.servers"], "dst:9093"},
 		{"target admin sasl", f.TargetAdmin["sasl.mechanism"], "SCRAM-SHA-512"},
@@ -201,8 +204,8 @@ value.serializer = org.apache.kafka.common.serialization.ByteArraySerializer
 	if back.EmitHeartbeatsEnabled {
 		t.Error("target->source emits heartbeats into the source cluster")
 	}
-	if len(tr.notes) != 2 {
-		t.Errorf("notes %q, want one per file naming the dropped keys", tr.notes)
+	if len(tr.notes) != 3 || !strings.Contains(tr.notes[0], "group.id mirror-group") {
+		t.Errorf("notes %q, want the group.id start and one per file naming the dropped keys", tr.notes)
 	}
 	if redacted := string(tr.properties(true)); strings.Contains(redacted, `password=\"p`) || strings.Contains(redacted, "p\\\\w") ||
 		!strings.Contains(redacted, "target.sasl.jaas.config = [hidden]") {

@@ -68,6 +68,11 @@ const PassthroughKey = "kmirror.passthrough.enabled"
 // Passthrough reports whether a flow asks for passthrough.
 func Passthrough(c *config.Flow) bool { return c.Settings[PassthroughKey] == "true" }
 
+// StartGroupKey names a consumer group on the source whose committed
+// offsets are where partitions without progress start (what `kmirror mm1`
+// sets from MM1's group.id). kmirror commits nothing to that group.
+const StartGroupKey = "kmirror.start.from.group"
+
 // ThrottleKey bounds the bytes per second a flow copies to its target
 // (keys and values on the record path, batch bytes on passthrough).
 const ThrottleKey = "kmirror.throttle.bytes.per.second"

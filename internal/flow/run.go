@@ -129,6 +129,9 @@ func (r *running) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("flow %s: %w", c.Name(), err)
 	}
+	if err := r.seedFromGroup(ctx); err != nil {
+		return err
+	}
 	var syncs *offsetsync.Writer
 	if c.EmitOffsetSyncsEnabled {
 		if syncs, err = f.offsetSyncs(ctx, r.pol, r.srcAdm, r.tgtAdm); err != nil {
@@ -380,4 +383,34 @@ func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
 		}
 	}
 	return store.SaveTopicID(ctx, t.Name, t.ID)
+}
+
+// seedFromGroup gives partitions that have no progress yet the position of
+// a consumer group on the source (StartGroupKey): the records the group
+// had already consumed before are not copied, as MirrorMaker 1, which
+// replicated through such a group, would not have copied them again.
+func (r *running) seedFromGroup(ctx context.Context) error {
+	group := r.c.Settings[StartGroupKey]
+	if group == "" {
+		return nil
+	}
+	offs, err := r.srcAdm.FetchOffsets(ctx, group)
+	if err != nil {
+		return fmt.Errorf("flow %s: reading the offsets of group %q on %s (%s): %w", r.c.Name(), group, r.c.Source, StartGroupKey, err)
+	}
+	seed := make(map[progress.TP]int64)
+	offs.Each(func(o kadm.OffsetResponse) {
+		tp := progress.TP{Topic: o.Topic, Partition: o.Partition}
+		if _, saved := r.store.Get(tp); o.Err == nil && o.At > 0 && !saved && r.topics.Match(o.Topic) {
+			seed[tp] = o.At - 1
+		}
+	})
+	if len(seed) == 0 {
+		return nil
+	}
+	if err := r.store.Save(ctx, seed); err != nil {
+		return err
+	}
+	r.f.log.Info("partitions without progress start where the consumer group stands", "group", group, "partitions", len(seed))
+	return nil
 }

@@ -57,10 +57,15 @@ func Create(ctx context.Context, adm *kadm.Client, s Spec) (bool, error) {
 	}
 }
 
+// metadataWait bounds how long a topic created a moment ago may take to
+// show in the metadata; a loaded cluster can take seconds.
+const metadataWait = 30 * time.Second
+
 // Partitions returns the partition count of an existing topic, waiting
 // briefly for a topic created a moment ago to reach the brokers' metadata.
 func Partitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
-	for wait := 50 * time.Millisecond; ; wait *= 2 {
+	deadline := time.Now().Add(metadataWait)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		td, err := adm.ListTopics(ctx, topic)
 		if err != nil {
 			return 0, fmt.Errorf("describing %s: %w", topic, err)
@@ -69,8 +74,8 @@ func Partitions(ctx context.Context, adm *kadm.Client, topic string) (int32, err
 		if d.Err == nil && len(d.Partitions) > 0 {
 			return int32(len(d.Partitions)), nil
 		}
-		if wait > 5*time.Second {
-			return 0, fmt.Errorf("describing %s: %v", topic, d.Err)
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("describing %s, %v after creating it: %v", topic, metadataWait, d.Err)
 		}
 		select {
 		case <-ctx.Done():
