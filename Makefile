@@ -43,7 +43,7 @@ test: fmt-check vet
 demo:
 	scripts/demo
 
-# kmirror vs Apache MirrorMaker 2 on local clusters (bench/run, about 30 min);
+# kmirror vs Apache MirrorMaker 2 on local clusters (bench/run, about 35 min);
 # writes docs/benchmarks.md and .png. BENCH_FLAGS='--quick --runs 1' for a smoke run.
 BENCH_FLAGS ?=
 bench:

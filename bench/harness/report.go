@@ -376,6 +376,7 @@ addresses):
 bench/run --quick --runs 1       # a few seconds per run: smoke test
 bench/run --workloads kb,wan --runs 5
 go run ./bench/cmd/kbench report --docs docs bench/results/<time>/results.json
+go run ./bench/cmd/kbench report --docs docs --json bench/results-published.json A/results.json B/results.json  # merge runs
 KMIRROR_SKIP_INTEGRATION=1 go test ./bench/...   # unit tests only
 go test ./bench/harness -run Quick -v            # end-to-end smoke test, all replicators
 ` + "```" + `

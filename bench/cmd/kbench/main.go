@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -27,8 +28,10 @@ const usage = `kbench: kmirror vs Apache MirrorMaker 2 on local Kafka clusters
 
 Usage:
   kbench run [flags]            run the benchmark; results in --out/results.json
-  kbench report [--docs DIR] RESULTS.json...   (re)write the report from saved
-                                results; several runs' results are merged
+  kbench report [--docs DIR] [--json FILE] RESULTS.json...
+                                (re)write the report from saved results;
+                                several runs' results are merged (--json
+                                writes the merged results)
 
 Run flags:
   --quick             a few seconds per run (CI smoke test)
@@ -102,6 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\nresults in %s\n", filepath.Join(*out, "results.json"))
 		return 0
 	case "report":
+		jsonOut := fs.String("json", "", "also write the (merged) results to this file")
 		if fs.Parse(args) != nil {
 			return 2
 		}
@@ -122,6 +126,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 			all = append(all, r)
 		}
 		res := harness.Merge(all...)
+		if *jsonOut != "" {
+			b, err := json.MarshalIndent(res, "", "  ")
+			if err == nil {
+				err = os.WriteFile(*jsonOut, b, 0o644)
+			}
+			if err != nil {
+				fmt.Fprintln(stderr, "kbench:", err)
+				return 1
+			}
+		}
 		if *docs != "" {
 			if err := harness.WriteReport(res, *docs, readAnalysis(root)); err != nil {
 				fmt.Fprintln(stderr, "kbench:", err)
