@@ -45,8 +45,11 @@ func (f *Flow) codecProducers(single bool, popts []kgo.Opt) (map[uint8]*kgo.Clie
 		name  string
 		codec kgo.CompressionCodec
 	}{
-		{0, "none", kgo.NoCompression()}, {1, "gzip", kgo.GzipCompression()}, {2, "snappy", kgo.SnappyCompression()},
-		{3, "lz4", kgo.Lz4Compression()}, {4, "zstd", kgo.ZstdCompression()},
+		// gzip and zstd at their fastest levels: recompressing at the
+		// default levels cost more CPU than everything else together
+		// (docs/benchmarks.md).
+		{0, "none", kgo.NoCompression()}, {1, "gzip", kgo.GzipCompression().WithLevel(1)}, {2, "snappy", kgo.SnappyCompression()},
+		{3, "lz4", kgo.Lz4Compression()}, {4, "zstd", kgo.ZstdCompression().WithLevel(1)},
 	}
 	out := make(map[uint8]*kgo.Client, len(codecs))
 	for _, c := range codecs {
@@ -223,13 +226,18 @@ func (f *Flow) client(role string, kind clients.Role, props map[string]string, e
 // roleDefaults are kmirror's own defaults, which the Java properties of the
 // role override. A replicator's memory is mostly fetched data, so fetches are
 // smaller than Java's 50 MiB unless fetch.max.bytes says otherwise.
+//
+// Metadata may be asked for again after half a second instead of franz-go's
+// five: remote topics are created by the flow itself and the data paths
+// must see them at once.
 func roleDefaults(kind clients.Role, props map[string]string) []kgo.Opt {
+	opts := []kgo.Opt{kgo.MetadataMinAge(500 * time.Millisecond)}
 	if kind == clients.Consumer {
 		if _, ok := props["fetch.max.bytes"]; !ok {
-			return []kgo.Opt{kgo.FetchMaxBytes(DefaultFetchMaxBytes)}
+			opts = append(opts, kgo.FetchMaxBytes(DefaultFetchMaxBytes))
 		}
 	}
-	return nil
+	return opts
 }
 
 func (f *Flow) close() {
