@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -211,5 +210,3 @@ func endOffsetSum(ctx context.Context, adm *kadm.Client, topics []string) (int64
 	})
 	return sum, nil
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
