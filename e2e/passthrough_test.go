@@ -317,7 +317,9 @@ func TestPassthroughRestart(t *testing.T) {
 				produced <- err
 				return
 			}
-			time.Sleep(50 * time.Millisecond)
+			// About 8 s of writing: longer than the pipeline's start-up,
+			// so the first pipeline stops while records still arrive.
+			time.Sleep(200 * time.Millisecond)
 		}
 		produced <- nil
 	}()

@@ -828,8 +828,10 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 		case skip || b.NumRecords == 0:
 			items = append(items, item{skip: last})
 		case b.FirstOffset >= next && forwardable(&b) && !pl.cfg.AddOrigin && len(raw) <= a.maxBytes:
+			// The batch stays in the fetch response's buffer (franz-go
+			// allocates one per response and never reuses it): no copy.
 			items = append(items, item{batch: &outBatch{
-				raw:   append([]byte(nil), raw...),
+				raw:   raw[:len(raw):len(raw)],
 				first: b.FirstOffset, last: last, count: b.NumRecords, maxTS: b.MaxTimestamp,
 			}})
 		default:
