@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 30m
 TEST_FLAGS ?=
 PKGS ?= ./...
 
-.PHONY: build test fmt-check vet demo bench clean distclean
+.PHONY: setup build test fmt-check vet demo bench clean distclean
 
 build:
 	$(GO) build -o bin/kmirror ./cmd/kmirror
@@ -24,7 +24,11 @@ vet:
 # Unit and integration tests. Integration tests run on real Kafka brokers:
 # two single-node clusters shared through KMIRROR_TEST_CLUSTERS, torn down
 # whatever happens (tests that need more start their own).
-test: fmt-check vet
+# Installs what is missing (kcat, Java, Maven, Go modules, Kafka jars).
+setup:
+	scripts/setup
+
+test: setup fmt-check vet
 	@if [ "$${KMIRROR_SKIP_INTEGRATION:-}" = 1 ]; then \
 		echo "!!! KMIRROR_SKIP_INTEGRATION=1: integration tests will be SKIPPED !!!"; \
 		exec $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS); \
@@ -40,7 +44,7 @@ test: fmt-check vet
 	echo "go test took $$(( $$(date +%s) - start ))s"; exit $$rc
 
 # Demo on local clusters; scripts/demo holds the steps.
-demo:
+demo: setup
 	scripts/demo
 
 # kmirror vs Apache MirrorMaker 2 on local clusters (bench/run, about 35 min);
