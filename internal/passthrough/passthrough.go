@@ -329,13 +329,7 @@ func (pl *Pipeline) AckedSinceCommit() int64 { return pl.ackedSince.Load() }
 // syncs that were held back.
 func (pl *Pipeline) Commit(ctx context.Context) error {
 	pl.ackedSince.Store(0)
-	if err := pl.cfg.Progress.Save(ctx, pl.Positions()); err != nil {
-		return err
-	}
-	if pl.cfg.Syncs != nil {
-		return pl.cfg.Syncs.Flush(ctx)
-	}
-	return nil
+	return pl.cfg.Progress.SaveAndSync(ctx, pl.Positions(), pl.cfg.Syncs)
 }
 
 // Run fetches from the source and produces to the target until ctx ends,

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/readlog"
 	"github.com/kmirror/kmirror/internal/wire"
 )
@@ -143,6 +144,19 @@ func (s *Store) Save(ctx context.Context, offsets map[TP]int64) error {
 		s.saved[tp] = off
 	}
 	s.mu.Unlock()
+	return nil
+}
+
+// SaveAndSync saves offsets, then publishes the offset syncs that waited
+// for them: a sync is never ahead of the progress that covers it. syncs may
+// be nil.
+func (s *Store) SaveAndSync(ctx context.Context, offsets map[TP]int64, syncs *offsetsync.Writer) error {
+	if err := s.Save(ctx, offsets); err != nil {
+		return err
+	}
+	if syncs != nil {
+		return syncs.Flush(ctx)
+	}
 	return nil
 }
 

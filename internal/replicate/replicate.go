@@ -293,13 +293,7 @@ func (r *Replicator) Commit(ctx context.Context) error {
 		return r.eosCommit(ctx)
 	}
 	r.ackedSince.Store(0)
-	if err := r.cfg.Progress.Save(ctx, r.Positions()); err != nil {
-		return err
-	}
-	if r.cfg.Syncs != nil {
-		return r.cfg.Syncs.Flush(ctx)
-	}
-	return nil
+	return r.cfg.Progress.SaveAndSync(ctx, r.Positions(), r.cfg.Syncs)
 }
 
 // Run polls the source and produces to the target until ctx ends, then
