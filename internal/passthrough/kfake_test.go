@@ -36,15 +36,27 @@ func TestProduceErrorsRetriedInOrder(t *testing.T) {
 	}
 	defer dst.Close()
 
+	// Errors go only to the pipeline's requests for A.t, known by name or
+	// by topic ID; the progress writes to the offsets topic are left alone.
+	adm, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	td, err := kadm.NewClient(adm).ListTopics(context.Background(), "A.t")
+	adm.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	aID := [16]byte(td["A.t"].ID)
 	var calls atomic.Int64
 	dst.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		dst.KeepControl()
-		n := calls.Add(1)
-		if n%3 != 0 || n > 30 {
+		pr := req.(*kmsg.ProduceRequest)
+		if len(pr.Topics) == 0 || (pr.Topics[0].Topic != "A.t" && pr.Topics[0].TopicID != aID) {
 			return nil, nil, false
 		}
-		pr := req.(*kmsg.ProduceRequest)
-		if len(pr.Topics) == 0 || pr.Topics[0].Topic != "A.t" && pr.Topics[0].TopicID == [16]byte{} {
+		n := calls.Add(1)
+		if n%3 != 0 || n > 30 {
 			return nil, nil, false
 		}
 		code := []int16{kerr.NotLeaderForPartition.Code, kerr.NotEnoughReplicas.Code, kerr.UnknownProducerID.Code}[(n/3)%3]
