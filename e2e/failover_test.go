@@ -692,7 +692,17 @@ func TestTopologyChain(t *testing.T) {
 	var got topologyJSON
 	waitFor(t, 60*time.Second, "the path A->B->C in the heartbeats", func() bool {
 		got, _ = topo(cfg)
-		return slices.Contains(got.Paths, "A->B->C")
+		if !slices.Contains(got.Paths, "A->B->C") {
+			return false
+		}
+		// A hop can show through a replicated heartbeats topic before its
+		// own heartbeat is read: wait until every hop has one.
+		for _, e := range got.Edges {
+			if e.AgeSeconds == nil {
+				return false
+			}
+		}
+		return true
 	})
 	var edges []string
 	for _, e := range got.Edges {
