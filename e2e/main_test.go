@@ -90,8 +90,14 @@ type proc struct {
 // startKmirror runs "kmirror run ARGS..." until the test ends.
 func startKmirror(t *testing.T, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, log: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(kmirrorBin(t), append([]string{"run"}, args...)...)
+	return startProc(t, "kmirror", exec.Command(kmirrorBin(t), append([]string{"run"}, args...)...))
+}
+
+// startProc starts cmd, capturing its output, and kills it when the test
+// ends, logging the output under name if the test failed.
+func startProc(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{t: t, log: &syncBuffer{}, done: make(chan struct{}), cmd: cmd}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -100,7 +106,7 @@ func startKmirror(t *testing.T, args ...string) *proc {
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
-			t.Logf("kmirror log:\n%s", p.log.String())
+			t.Logf("%s log:\n%s", name, p.log.String())
 		}
 	})
 	return p

@@ -14,21 +14,9 @@ import (
 // ends.
 func startMM1(t *testing.T, tmp string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, log: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(kmirrorBin(t), append([]string{"mm1"}, args...)...)
-	p.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("kmirror mm1 log:\n%s", p.log.String())
-		}
-	})
-	return p
+	cmd := exec.Command(kmirrorBin(t), append([]string{"mm1"}, args...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	return startProc(t, "kmirror mm1", cmd)
 }
 
 // TestMM1 runs MirrorMaker 1's command line: records reach the target under

@@ -23,20 +23,7 @@ func startMM2(t *testing.T, cfg string, clusters ...string) *proc {
 	if len(clusters) > 0 {
 		args = append(args, append([]string{"--clusters"}, clusters...)...)
 	}
-	p := &proc{t: t, log: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command("java", args...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			t.Logf("MM2 log:\n%s", p.log.String())
-		}
-	})
-	return p
+	return startProc(t, "MM2", exec.Command("java", args...))
 }
 
 // stopJava stops a JVM with SIGTERM; a JVM exits with 143 on it, which is
