@@ -153,11 +153,11 @@ func failbackCount(up, onB, readA []*kgo.Record, commit map[int32]int64) (missed
 		read[string(r.Key)] = true
 	}
 	for _, r := range up {
-		k := string(r.Key)
+		c, rd := consumed[string(r.Key)], read[string(r.Key)]
 		switch {
-		case consumed[k] && read[k]:
+		case c && rd:
 			reread++
-		case !consumed[k] && !read[k]:
+		case !c && !rd:
 			missed++
 		}
 	}

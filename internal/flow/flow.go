@@ -111,6 +111,13 @@ func TransactionalID(c *config.Flow) string {
 // not set.
 const DefaultFetchMaxBytes = 16 << 20
 
+// DefaultPartitionFetchMaxBytes bounds one partition of a fetch response
+// when max.partition.fetch.bytes is not set. Java's 1 MiB binds a partition
+// to 1 MiB per round trip, which over a WAN link with few partitions is the
+// whole throughput; franz-go rotates the partitions of its fetches, so a
+// larger share per partition starves none.
+const DefaultPartitionFetchMaxBytes = DefaultFetchMaxBytes / 2
+
 // CommitRecords is how many acknowledged records make progress be saved
 // before the flush interval is up.
 const CommitRecords = 5000
@@ -225,7 +232,8 @@ func (f *Flow) client(role string, kind clients.Role, props map[string]string, e
 
 // roleDefaults are kmirror's own defaults, which the Java properties of the
 // role override. A replicator's memory is mostly fetched data, so fetches are
-// smaller than Java's 50 MiB unless fetch.max.bytes says otherwise.
+// smaller than Java's 50 MiB unless fetch.max.bytes says otherwise; a
+// partition may fill half of one (see DefaultPartitionFetchMaxBytes).
 //
 // Metadata may be asked for again after half a second instead of franz-go's
 // five: remote topics are created by the flow itself and the data paths
@@ -235,6 +243,9 @@ func roleDefaults(kind clients.Role, props map[string]string) []kgo.Opt {
 	if kind == clients.Consumer {
 		if _, ok := props["fetch.max.bytes"]; !ok {
 			opts = append(opts, kgo.FetchMaxBytes(DefaultFetchMaxBytes))
+		}
+		if _, ok := props["max.partition.fetch.bytes"]; !ok {
+			opts = append(opts, kgo.FetchMaxPartitionBytes(DefaultPartitionFetchMaxBytes))
 		}
 	}
 	return opts

@@ -1,0 +1,49 @@
+package flow
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/clients"
+)
+
+func TestRoleDefaults(t *testing.T) {
+	tests := []struct {
+		name          string
+		role          clients.Role
+		props         map[string]string
+		maxBytes      int32
+		partitionMax  int32
+		wantFetchOpts bool
+	}{
+		{"consumer, nothing set", clients.Consumer, nil, DefaultFetchMaxBytes, DefaultPartitionFetchMaxBytes, true},
+		{"consumer, Java keys set", clients.Consumer, map[string]string{"fetch.max.bytes": "1", "max.partition.fetch.bytes": "1"}, 50 << 20, 1 << 20, true},
+		{"producer", clients.Producer, nil, 0, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := append(roleDefaults(tt.role, tt.props), kgo.SeedBrokers("127.0.0.1:1"))
+			cl, err := kgo.NewClient(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if !tt.wantFetchOpts {
+				if n := len(roleDefaults(tt.role, tt.props)); n != 1 {
+					t.Errorf("%d options, want only the metadata age", n)
+				}
+				return
+			}
+			// With the Java keys set, roleDefaults adds nothing and
+			// franz-go's own defaults remain (the keys themselves are
+			// applied by internal/clients).
+			if got := cl.OptValue(kgo.FetchMaxBytes).(int32); got != tt.maxBytes {
+				t.Errorf("fetch max bytes %d, want %d", got, tt.maxBytes)
+			}
+			if got := cl.OptValue(kgo.FetchMaxPartitionBytes).(int32); got != tt.partitionMax {
+				t.Errorf("partition fetch max bytes %d, want %d", got, tt.partitionMax)
+			}
+		})
+	}
+}
