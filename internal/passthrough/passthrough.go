@@ -7,9 +7,9 @@
 //
 // The franz-go clients serve as transport and metadata only: fetches
 // (read_committed, filtered here as Kafka's consumer does), produces
-// (idempotent, acks=all, one batch of a partition in flight) and
-// InitProducerID are raw kmsg requests, one per broker for all its
-// partitions.
+// (idempotent, acks=all, up to five batches of a partition in flight, each
+// in its own request) and InitProducerID are raw kmsg requests, one per
+// broker for all its partitions.
 //
 // A batch that cannot go out as it is (message format v0/v1,
 // LogAppendTime, holes in its offsets, larger than the target accepts, a
@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,17 +47,27 @@ import (
 
 // Defaults of the tuning fields of Config.
 const (
-	DefaultFetchMaxBytes     = 16 << 20
+	DefaultFetchMaxBytes = 16 << 20
+	// DefaultPartitionMaxBytes is the least a partition may fill of a
+	// fetch when Config.PartitionMaxBytes is not set; the share grows to
+	// FetchMaxBytes divided by the partitions fetched from the broker, up
+	// to MaxAutoPartitionBytes, so that few partitions over a long round
+	// trip are not bound to 1 MiB per round trip.
 	DefaultPartitionMaxBytes = 1 << 20
-	DefaultBufferBytes       = 128 << 20
+	MaxAutoPartitionBytes    = 16 << 20
+	DefaultBufferBytes       = 64 << 20
 	DefaultFetchMaxWait      = 500 * time.Millisecond
 	// defaultMaxMessageBytes is Kafka's default max.message.bytes, used
 	// until the target topic's own value is known.
 	defaultMaxMessageBytes = 1048588
 	// produceMaxBytes bounds the batches of one produce request.
-	produceMaxBytes = 16 << 20
+	produceMaxBytes = 8 << 20
 	// brokerInflight bounds the produce requests in flight per broker.
 	brokerInflight = 5
+	// partInflight bounds the batches of one partition in flight: Kafka
+	// keeps the last five batches of an idempotent producer per partition
+	// to recognize a resent one (max.in.flight.requests.per.connection <= 5).
+	partInflight = 5
 )
 
 // Config is what a Pipeline needs.
@@ -91,7 +102,9 @@ type Config struct {
 
 	// FetchMaxBytes bounds one fetch response, PartitionMaxBytes one
 	// partition of it, BufferBytes what is fetched and not yet
-	// acknowledged by the target. Zero means the default.
+	// acknowledged by the target. Zero means the default; for
+	// PartitionMaxBytes that is FetchMaxBytes shared by the partitions of
+	// a fetch, between DefaultPartitionMaxBytes and MaxAutoPartitionBytes.
 	FetchMaxBytes, PartitionMaxBytes int32
 	BufferBytes                      int64
 	FetchMaxWait                     time.Duration
@@ -99,12 +112,13 @@ type Config struct {
 
 // Pipeline runs the passthrough path of one flow.
 type Pipeline struct {
-	cfg   Config
-	tadm  *kadm.Client
-	dec   kgo.Decompressor
-	enc   *encoder
-	wakeC chan struct{}
-	wg    sync.WaitGroup
+	cfg      Config
+	autoPart bool // PartitionMaxBytes adapts to the partitions per fetch
+	tadm     *kadm.Client
+	dec      kgo.Decompressor
+	enc      *encoder
+	wakeC    chan struct{}
+	wg       sync.WaitGroup
 
 	mu        sync.Mutex
 	parts     map[progress.TP]*partition
@@ -117,7 +131,11 @@ type Pipeline struct {
 	fetchesIn int
 	producing map[int32]int // target brokers: produce requests in flight
 	produceIn int
-	buffered  int64 // bytes of queued batches
+	// issued is, per target broker, closed once the last produce request
+	// issued to it is queued in franz-go: the next waits for it, so
+	// requests reach a broker in the order they were built.
+	issued   map[int32]chan struct{}
+	buffered int64 // bytes of queued batches
 
 	ackedSince atomic.Int64
 }
@@ -140,9 +158,20 @@ type partition struct {
 	stopAfter  error // stop with this error once the queue is sent
 	revoked    bool
 
-	queue    []*outBatch // fetched, not acknowledged; queue[0] may be in flight
-	queued   int64       // bytes in queue
-	inflight bool
+	// queue holds the batches fetched and not yet done, in offset
+	// order. queue[0] is never acknowledged: acknowledged batches at
+	// its head are taken off at once, so progress only moves in order.
+	queue    []*outBatch
+	queued   int64 // bytes in queue
+	inflight int   // batches of queue in produce requests
+	// blocked stops sending after a failed batch until every batch in
+	// flight has answered; then the unacknowledged ones are sent again
+	// from the oldest, with the same sequences (renumber: from seqFrom).
+	blocked  bool
+	renumber bool
+	seqFrom  int32
+	syncq    []syncAck  // acknowledged, for the offset-sync writer
+	syncMu   sync.Mutex // keeps the offset-sync calls in order
 	fetching bool
 	seq      int32 // next base sequence under the current producer ID
 	retryAt  time.Time
@@ -164,6 +193,21 @@ type outBatch struct {
 	maxTS     int64
 	seq       int32
 	seqSet    bool
+	state     uint8 // stUnsent, stSending or stAcked
+	dstBase   int64 // target offset of the first record once acked; -1 unknown
+}
+
+// States of an outBatch.
+const (
+	stUnsent uint8 = iota
+	stSending
+	stAcked
+)
+
+// syncAck is an acknowledged batch waiting for the offset-sync writer.
+type syncAck struct {
+	b    *outBatch
+	base int64
 }
 
 func (b *outBatch) offset(i int) int64 {
@@ -178,7 +222,8 @@ func New(cfg Config) *Pipeline {
 	if cfg.FetchMaxBytes <= 0 {
 		cfg.FetchMaxBytes = DefaultFetchMaxBytes
 	}
-	if cfg.PartitionMaxBytes <= 0 {
+	auto := cfg.PartitionMaxBytes <= 0
+	if auto {
 		cfg.PartitionMaxBytes = DefaultPartitionMaxBytes
 	}
 	if cfg.BufferBytes <= 0 {
@@ -193,6 +238,8 @@ func New(cfg Config) *Pipeline {
 	}
 	return &Pipeline{
 		cfg:       cfg,
+		autoPart:  auto,
+		issued:    make(map[int32]chan struct{}),
 		tadm:      tadm,
 		dec:       kgo.DefaultDecompressor(),
 		enc:       newEncoder(),
@@ -255,7 +302,7 @@ func (pl *Pipeline) Revoke(ctx context.Context, tps []progress.TP) error {
 		}
 		p.revoked = true
 		p.gen++
-		pl.dropQueueLocked(p, p.inflight)
+		pl.dropQueueLocked(p, true)
 		ps = append(ps, p)
 	}
 	pl.mu.Unlock()
@@ -263,7 +310,7 @@ func (pl *Pipeline) Revoke(ctx context.Context, tps []progress.TP) error {
 	for _, p := range ps {
 		for {
 			pl.mu.Lock()
-			busy := p.inflight
+			busy := p.inflight > 0
 			if !busy && (p.done >= 0 || p.reset) {
 				final[p.tp] = p.done
 			}
@@ -293,11 +340,16 @@ func (pl *Pipeline) Revoke(ctx context.Context, tps []progress.TP) error {
 	return nil
 }
 
-// dropQueueLocked forgets p's queued batches, except the head if keepHead.
-func (pl *Pipeline) dropQueueLocked(p *partition, keepHead bool) {
+// dropQueueLocked forgets p's queued batches, except, if keepSent, those
+// up to the last one in flight: their answers still move progress.
+func (pl *Pipeline) dropQueueLocked(p *partition, keepSent bool) {
 	keep := 0
-	if keepHead && len(p.queue) > 0 {
-		keep = 1
+	if keepSent {
+		for i, b := range p.queue {
+			if b.state != stUnsent {
+				keep = i + 1
+			}
+		}
 	}
 	for _, b := range p.queue[keep:] {
 		p.queued -= int64(len(b.raw))
@@ -440,9 +492,11 @@ func (pl *Pipeline) initProducerID(ctx context.Context) {
 	defer pl.mu.Unlock()
 	pl.pid, pl.epoch, pl.needPID = resp.ProducerID, resp.ProducerEpoch, false
 	for _, p := range pl.parts {
-		p.seq = 0
+		p.seq, p.renumber = 0, false
 		for _, b := range p.queue {
-			b.seqSet = false
+			if b.state != stAcked {
+				b.seqSet = false
+			}
 		}
 	}
 	pl.cfg.Log.Debug("passthrough producer ID", "id", resp.ProducerID, "epoch", resp.ProducerEpoch)
@@ -627,11 +681,16 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	now := time.Now()
-	perPart := 4 * int64(pl.cfg.PartitionMaxBytes)
+	led := map[int32]int{} // partitions fetched from each broker
+	for _, p := range pl.parts {
+		if !p.stopped && !p.revoked && p.srcLeader >= 0 {
+			led[p.srcLeader]++
+		}
+	}
 	byBroker := map[int32][]*partition{}
 	for _, p := range pl.parts {
 		if p.stopped || p.stopAfter != nil || p.revoked || p.fetching || p.outOfRange || p.next < 0 || p.srcLeader < 0 ||
-			p.queued >= perPart || now.Before(p.retryAt) || pl.fetching[p.srcLeader] {
+			p.queued >= 4*int64(pl.partitionBytes(led[p.srcLeader])) || now.Before(p.retryAt) || pl.fetching[p.srcLeader] {
 			continue
 		}
 		byBroker[p.srcLeader] = append(byBroker[p.srcLeader], p)
@@ -645,6 +704,7 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 		req.MinBytes = 1
 		req.MaxBytes = pl.cfg.FetchMaxBytes
 		req.IsolationLevel = 1 // read_committed
+		partBytes := pl.partitionBytes(led[broker])
 		asks := map[progress.TP]fetchAsk{}
 		byTopic := map[string]int{}
 		for _, p := range ps {
@@ -660,7 +720,7 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 			rp.Partition = p.tp.Partition
 			rp.CurrentLeaderEpoch = p.srcEpoch
 			rp.FetchOffset = p.next
-			rp.PartitionMaxBytes = pl.cfg.PartitionMaxBytes
+			rp.PartitionMaxBytes = partBytes
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 			asks[p.tp] = fetchAsk{p: p, offset: p.next, gen: p.gen, maxBytes: p.maxBytes}
 			p.fetching = true
@@ -670,6 +730,18 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 		pl.wg.Add(1)
 		go pl.fetch(ctx, broker, req, asks)
 	}
+}
+
+// partitionBytes is the most one partition may fill of a fetch from a
+// broker that leads n of the assigned partitions: the configured value, or
+// an equal share of the fetch, at least DefaultPartitionMaxBytes and at
+// most MaxAutoPartitionBytes. The buffer bound (BufferBytes) still holds.
+func (pl *Pipeline) partitionBytes(n int) int32 {
+	if !pl.autoPart {
+		return pl.cfg.PartitionMaxBytes
+	}
+	share := pl.cfg.FetchMaxBytes / int32(max(n, 1))
+	return min(max(share, DefaultPartitionMaxBytes), MaxAutoPartitionBytes, max(pl.cfg.FetchMaxBytes, DefaultPartitionMaxBytes))
 }
 
 // fetch runs one fetch request and hands each partition's data on.
@@ -920,8 +992,11 @@ type sending struct {
 	seq   int32
 }
 
-// startProduces sends the head batch of every partition that has none in
-// flight, one request per target broker.
+// startProduces sends the batches of every partition that are not yet in
+// flight, up to partInflight per partition, in produce requests of at most
+// one batch per partition each (Kafka's rule), up to brokerInflight
+// requests per target broker. A partition's batches go in successive
+// requests, which reach the broker in the order they are built.
 func (pl *Pipeline) startProduces(ctx context.Context) {
 	pl.mu.Lock()
 	if pl.pid < 0 || pl.needPID {
@@ -929,33 +1004,59 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	byBroker := map[int32][]*sending{}
-	size := map[int32]int{}
+	type building struct {
+		ss   []*sending
+		size int
+	}
+	byBroker := map[int32][]*building{}
 	for _, p := range pl.parts {
-		if p.stopAfter != nil && len(p.queue) == 0 && !p.inflight && !p.stopped {
+		if p.stopAfter != nil && len(p.queue) == 0 && p.inflight == 0 && !p.stopped {
 			pl.stopLocked(p, p.stopAfter)
 		}
-		if p.stopped || p.revoked || p.inflight || len(p.queue) == 0 || p.tgtLeader < 0 || now.Before(p.retryAt) {
+		if p.stopped || p.revoked || p.blocked || p.inflight >= partInflight || len(p.queue) == 0 || p.tgtLeader < 0 || now.Before(p.retryAt) {
 			continue
 		}
 		br := p.tgtLeader
-		b := p.queue[0]
-		if pl.producing[br] >= brokerInflight || (size[br] > 0 && size[br]+len(b.raw) > produceMaxBytes) {
-			continue
+		reqs := byBroker[br]
+		at := 0 // the request this partition's next batch may join
+		for _, b := range p.queue {
+			if p.inflight >= partInflight {
+				break
+			}
+			if b.state != stUnsent {
+				continue
+			}
+			for at < len(reqs) && reqs[at].size > 0 && reqs[at].size+len(b.raw) > produceMaxBytes {
+				at++
+			}
+			if at == len(reqs) {
+				if pl.producing[br]+len(reqs) >= brokerInflight {
+					break
+				}
+				reqs = append(reqs, &building{})
+			}
+			if !b.seqSet {
+				b.seq, b.seqSet = p.seq, true
+				p.seq = addSeq(p.seq, b.count)
+			}
+			b.state = stSending
+			p.inflight++
+			reqs[at].size += len(b.raw)
+			reqs[at].ss = append(reqs[at].ss, &sending{p: p, b: b, pid: pl.pid, epoch: pl.epoch, seq: b.seq})
+			at++
 		}
-		if !b.seqSet {
-			b.seq, b.seqSet = p.seq, true
-			p.seq = addSeq(p.seq, b.count)
-		}
-		p.inflight = true
-		size[br] += len(b.raw)
-		byBroker[br] = append(byBroker[br], &sending{p: p, b: b, pid: pl.pid, epoch: pl.epoch, seq: b.seq})
+		byBroker[br] = reqs
 	}
-	for br, ss := range byBroker {
-		pl.producing[br]++
-		pl.produceIn++
-		pl.wg.Add(1)
-		go pl.produce(ctx, br, ss)
+	for br, reqs := range byBroker {
+		for _, r := range reqs {
+			prev := pl.issued[br]
+			next := make(chan struct{})
+			pl.issued[br] = next
+			pl.producing[br]++
+			pl.produceIn++
+			pl.wg.Add(1)
+			go pl.produce(ctx, br, r.ss, prev, next)
+		}
 	}
 	pl.mu.Unlock()
 }
@@ -970,21 +1071,46 @@ func addSeq(seq, n int32) int32 {
 	return int32(s)
 }
 
+// produceRequest is a produce request whose serialization grows the
+// destination once to the request's size, instead of letting each
+// appended batch grow it by doubling and copying. It also reports when
+// franz-go serializes it: then it is next on the broker's connection.
+// Only the type differs for franz-go, which then leaves acks as set here
+// (always all: the producer is idempotent).
+type produceRequest struct {
+	*kmsg.ProduceRequest
+	size   int
+	queued func()
+}
+
+func (r *produceRequest) AppendTo(dst []byte) []byte {
+	r.queued()
+	if cap(dst)-len(dst) < r.size {
+		dst = slices.Grow(dst, r.size)
+	}
+	return r.ProduceRequest.AppendTo(dst)
+}
+
 // produce sends one request of batches to a target broker and handles the
-// answer of each partition.
-func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending) {
+// answer of each partition. It issues the request once the one issued
+// before it to the broker is queued (prev is closed), and closes next once
+// its own is.
+func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending, prev <-chan struct{}, next chan struct{}) {
 	defer pl.wg.Done()
+	var once sync.Once
+	queued := func() { once.Do(func() { close(next) }) }
+	defer queued()
 	n := 0
 	for _, sd := range ss {
 		n += len(sd.b.raw)
 	}
-	_ = pl.cfg.Throttle.Wait(ctx, n) // on ctx's end the request fails and is retried
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 30000
+	size := 64
 	byTopic := map[string]int{}
 	for _, s := range ss {
-		// Only this request touches the head batch while it is in flight.
+		// Only this request touches the batch while it is in flight.
 		if err := stamp(s.b.raw, s.pid, s.epoch, s.seq); err != nil {
 			panic(err) // the batch was parsed before it was queued
 		}
@@ -995,16 +1121,24 @@ func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending) {
 			req.Topics = append(req.Topics, t)
 			i = len(req.Topics) - 1
 			byTopic[s.p.remote] = i
+			size += 32 + len(t.Topic)
 		}
 		rp := kmsg.NewProduceRequestTopicPartition()
 		rp.Partition = s.p.tp.Partition
 		rp.Records = s.b.raw
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		size += 16 + len(s.b.raw)
 	}
-	resp, err := pl.cfg.Target.Broker(int(broker)).Request(ctx, req)
-	results := map[progress.TP]*kmsg.ProduceResponseTopicPartition{}
+	if prev != nil {
+		<-prev // closed at the latest when that request returns
+	}
+	_ = pl.cfg.Throttle.Wait(ctx, n) // on ctx's end the request fails and is retried
+	resp, err := pl.cfg.Target.Broker(int(broker)).Request(ctx, &produceRequest{ProduceRequest: req, size: size, queued: queued})
+	queued()
+	var results map[progress.TP]*kmsg.ProduceResponseTopicPartition
 	if err == nil {
 		pr := resp.(*kmsg.ProduceResponse)
+		results = make(map[progress.TP]*kmsg.ProduceResponseTopicPartition, len(ss))
 		for i := range pr.Topics {
 			t := &pr.Topics[i]
 			name := t.Topic
@@ -1041,8 +1175,13 @@ func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending) {
 }
 
 // pidErrs mean the target lost or refused this producer's state: a new
-// producer ID starts every partition's sequence at 0 again.
+// producer ID starts every partition's sequence at 0 again. The first two
+// mean that only on the oldest unacknowledged batch of a partition: on a
+// later one they mean an earlier batch did not arrive (yet).
 var pidErrs = []error{kerr.OutOfOrderSequenceNumber, kerr.UnknownProducerID, kerr.InvalidProducerEpoch, kerr.InvalidProducerIDMapping, kerr.ProducerFenced}
+
+// headOnlyPIDErrs are the pidErrs that count only on the oldest batch.
+var headOnlyPIDErrs = pidErrs[:2]
 
 // metaErrs mean the partition's leader moved.
 var metaErrs = []error{kerr.NotLeaderForPartition, kerr.LeaderNotAvailable, kerr.UnknownTopicOrPartition, kerr.FencedLeaderEpoch, kerr.KafkaStorageError, kerr.UnknownTopicID, kerr.InconsistentTopicID}
@@ -1064,38 +1203,40 @@ func isAny(err error, errs []error) bool {
 }
 
 // produced handles the target's answer for one partition's batch.
+// Acknowledgements may arrive out of order; progress, metrics and offset
+// syncs follow the queue's order. An error on a batch that is not the
+// oldest unacknowledged one only blocks the partition: once all its
+// batches in flight have answered, the unacknowledged ones are sent again
+// with the same sequences, and the target answers those it already has as
+// duplicates.
 func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition, err error) {
 	p, b := s.p, s.b
+	var done []*outBatch
 	pl.mu.Lock()
-	if len(p.queue) == 0 || p.queue[0] != b {
-		p.inflight = false // the partition was stopped or revoked meanwhile
-		pl.mu.Unlock()
-		return
-	}
+	idx := slices.Index(p.queue, b)
 	switch {
+	case idx < 0 || b.state != stSending:
+		// The partition was stopped meanwhile.
 	case err == nil || errors.Is(err, kerr.DuplicateSequenceNumber):
-		p.queue[0] = nil
-		p.queue = p.queue[1:]
-		p.queued -= int64(len(b.raw))
-		pl.buffered -= int64(len(b.raw))
-		p.done = max(p.done, b.last, b.advanceTo)
-		p.retries = 0
-		pl.mu.Unlock()
-		pl.ackedSince.Add(int64(b.count))
-		p.recordCount.Add(float64(b.count))
-		p.byteCount.Add(float64(len(b.raw)))
-		now := time.Now()
-		p.recordAge.Set(float64(now.UnixMilli() - b.maxTS))
-		p.latency.Set(float64(now.UnixMilli() - b.maxTS))
-		if pl.cfg.Syncs != nil && err == nil && rp.BaseOffset >= 0 {
-			// Calls for one partition stay in order: its next batch
-			// goes out only after inflight is cleared below.
-			for i := range int(b.count) {
-				pl.cfg.Syncs.Acked(p.tp.Topic, p.tp.Partition, b.offset(i), rp.BaseOffset+int64(i))
+		b.state, b.dstBase = stAcked, -1
+		if err == nil && rp.BaseOffset >= 0 {
+			b.dstBase = rp.BaseOffset
+		}
+		for len(p.queue) > 0 && p.queue[0].state == stAcked {
+			h := p.queue[0]
+			p.queue[0] = nil
+			p.queue = p.queue[1:]
+			p.queued -= int64(len(h.raw))
+			pl.buffered -= int64(len(h.raw))
+			p.done = max(p.done, h.last, h.advanceTo)
+			p.retries = 0
+			done = append(done, h)
+			if pl.cfg.Syncs != nil && h.dstBase >= 0 {
+				p.syncq = append(p.syncq, syncAck{b: h, base: h.dstBase})
 			}
 		}
-		pl.mu.Lock()
-	case errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge):
+	case idx == 0 && (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)):
+		b.state = stUnsent
 		if b.count == 1 {
 			pl.stopLocked(p, fmt.Errorf("record at source offset %d: %w", b.first, err))
 			break
@@ -1107,7 +1248,8 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 			pl.stopLocked(p, derr)
 			break
 		}
-		p.seq = b.seq // nothing after b got a sequence
+		// Nothing after b was accepted: the sequences go again from b's.
+		p.blocked, p.renumber, p.seqFrom = true, true, b.seq
 		p.queue = append(singles, p.queue[1:]...)
 		for _, n := range singles {
 			p.queued += int64(len(n.raw))
@@ -1116,24 +1258,76 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		p.queued -= int64(len(b.raw))
 		pl.buffered -= int64(len(b.raw))
 		pl.cfg.Log.Warn("target refused a batch as too large; sending its records one at a time", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", b.first, "err", err)
-	case isAny(err, fatalErrs):
+	case idx == 0 && isAny(err, fatalErrs):
+		b.state = stUnsent
 		pl.stopLocked(p, err)
 	default:
-		if isAny(err, pidErrs) {
+		// A retriable error, or one that counts only on the oldest
+		// batch: send again once the partition's batches in flight
+		// have answered.
+		b.state = stUnsent
+		p.blocked = true
+		if isAny(err, pidErrs) && (idx == 0 || !isAny(err, headOnlyPIDErrs)) {
 			pl.needPID = true
 		}
 		if isAny(err, metaErrs) || rp == nil {
 			pl.needMeta = true
 		}
-		p.retries++
-		p.retryAt = time.Now().Add(min(time.Duration(p.retries)*100*time.Millisecond, time.Second))
-		if p.retries == 1 || p.retries%20 == 0 {
-			fatal := false
-			pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), strconv.FormatBool(fatal)).Inc()
-			pl.cfg.Log.Warn("passthrough: produce failed; retrying the same batch", "topic", p.tp.Topic, "partition", p.tp.Partition, "offset", b.first, "retries", p.retries, "err", err)
+		if idx == 0 || !isAny(err, headOnlyPIDErrs) {
+			p.retries++
+			p.retryAt = time.Now().Add(min(time.Duration(p.retries)*100*time.Millisecond, time.Second))
+			if p.retries == 1 || p.retries%20 == 0 {
+				fatal := false
+				pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), strconv.FormatBool(fatal)).Inc()
+				pl.cfg.Log.Warn("passthrough: produce failed; retrying from the oldest unacknowledged batch", "topic", p.tp.Topic, "partition", p.tp.Partition, "offset", b.first, "retries", p.retries, "err", err)
+			}
 		}
 	}
-	p.inflight = false
+	syncs := len(p.syncq) > 0
+	pl.mu.Unlock()
+
+	if len(done) > 0 {
+		now := time.Now().UnixMilli()
+		var recs, bytes int64
+		var maxTS int64
+		for _, h := range done {
+			recs += int64(h.count)
+			bytes += int64(len(h.raw))
+			maxTS = max(maxTS, h.maxTS)
+		}
+		pl.ackedSince.Add(recs)
+		p.recordCount.Add(float64(recs))
+		p.byteCount.Add(float64(bytes))
+		p.recordAge.Set(float64(now - maxTS))
+		p.latency.Set(float64(now - maxTS))
+	}
+	if syncs {
+		// Whoever takes the queue under syncMu hands it on in order.
+		p.syncMu.Lock()
+		pl.mu.Lock()
+		q := p.syncq
+		p.syncq = nil
+		pl.mu.Unlock()
+		for _, a := range q {
+			for i := range int(a.b.count) {
+				pl.cfg.Syncs.Acked(p.tp.Topic, p.tp.Partition, a.b.offset(i), a.base+int64(i))
+			}
+		}
+		p.syncMu.Unlock()
+	}
+
+	pl.mu.Lock()
+	p.inflight--
+	if p.inflight == 0 && p.blocked {
+		p.blocked = false
+		if p.renumber {
+			p.renumber = false
+			p.seq = p.seqFrom
+			for _, q := range p.queue {
+				q.seqSet = false
+			}
+		}
+	}
 	pl.mu.Unlock()
 }
 
