@@ -5,8 +5,10 @@ package readlog
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -15,17 +17,9 @@ import (
 // partition had when ToEnd began. connect holds the client options (bootstrap,
 // TLS, SASL) of the cluster that has the topic.
 func ToEnd(ctx context.Context, connect []kgo.Opt, topic string, fn func(*kgo.Record)) error {
-	adm, err := kgo.NewClient(connect...)
+	ends, err := committedEnds(ctx, connect, topic)
 	if err != nil {
 		return err
-	}
-	ends, err := kadm.NewClient(adm).ListCommittedOffsets(ctx, topic)
-	adm.Close()
-	if err != nil {
-		return fmt.Errorf("listing end offsets of %s: %w", topic, err)
-	}
-	if err := ends.Error(); err != nil {
-		return fmt.Errorf("listing end offsets of %s: %w", topic, err)
 	}
 	starts := make(map[int32]kgo.Offset)
 	left := make(map[int32]int64)
@@ -85,17 +79,9 @@ func ToEnd(ctx context.Context, connect []kgo.Opt, topic string, fn func(*kgo.Re
 // last stable offset the partition had when Partition began if that comes
 // first (last < 0 means no bound).
 func Partition(ctx context.Context, connect []kgo.Opt, topic string, partition int32, last int64, fn func(*kgo.Record)) error {
-	adm, err := kgo.NewClient(connect...)
+	ends, err := committedEnds(ctx, connect, topic)
 	if err != nil {
 		return err
-	}
-	ends, err := kadm.NewClient(adm).ListCommittedOffsets(ctx, topic)
-	adm.Close()
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("listing end offsets of %s: %w", topic, err)
 	}
 	lo, ok := ends.Lookup(topic, partition)
 	if !ok {
@@ -139,6 +125,40 @@ func Partition(ctx context.Context, connect []kgo.Opt, topic string, partition i
 		})
 		if done {
 			return nil
+		}
+	}
+}
+
+// endsRetryFor bounds how long committedEnds retries errors that mean a
+// leader is moving or not yet known, as right after a topic is created or
+// while a broker restarts.
+const endsRetryFor = 30 * time.Second
+
+// committedEnds lists the last stable offset of every partition of topic,
+// retrying retriable errors for up to endsRetryFor.
+func committedEnds(ctx context.Context, connect []kgo.Opt, topic string) (kadm.ListedOffsets, error) {
+	cl, err := kgo.NewClient(connect...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(endsRetryFor)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		ends, err := adm.ListCommittedOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			return ends, nil
+		}
+		if !kerr.IsRetriable(err) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("listing end offsets of %s: %w", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("listing end offsets of %s: %w (then %w)", topic, err, ctx.Err())
+		case <-time.After(wait):
 		}
 	}
 }

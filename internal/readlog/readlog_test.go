@@ -1,0 +1,88 @@
+package readlog
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestToEndRetriesMovingLeaders answers the first ListOffsets requests with
+// per-partition errors that mean a leader is moving, as a broker does right
+// after a topic is created or while a node restarts: ToEnd waits them out
+// and reads every record. A non-retriable error fails at once.
+func TestToEndRetriesMovingLeaders(t *testing.T) {
+	tests := []struct {
+		name    string
+		code    int16
+		times   int64
+		wantErr bool
+	}{
+		{"no errors", 0, 0, false},
+		{"not leader twice", kerr.NotLeaderForPartition.Code, 2, false},
+		{"leader not available", kerr.LeaderNotAvailable.Code, 3, false},
+		{"not authorized", kerr.TopicAuthorizationFailed.Code, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+			cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic("t"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				if err := cl.ProduceSync(context.Background(), &kgo.Record{Partition: int32(i % 2), Value: fmt.Append(nil, i)}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cl.Close()
+			var calls atomic.Int64
+			c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if calls.Add(1) > tt.times {
+					return nil, nil, false
+				}
+				lr := req.(*kmsg.ListOffsetsRequest)
+				resp := lr.ResponseKind().(*kmsg.ListOffsetsResponse)
+				for _, rt := range lr.Topics {
+					st := kmsg.NewListOffsetsResponseTopic()
+					st.Topic = rt.Topic
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewListOffsetsResponseTopicPartition()
+						sp.Partition, sp.ErrorCode, sp.Offset = rp.Partition, tt.code, -1
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp, nil, true
+			})
+			n := 0
+			err = ToEnd(context.Background(), opts, "t", func(*kgo.Record) { n++ })
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("no error; read %d records", n)
+				}
+				if calls.Load() != 1 {
+					t.Errorf("%d ListOffsets requests for a non-retriable error, want 1", calls.Load())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != 20 {
+				t.Errorf("read %d records, want 20", n)
+			}
+		})
+	}
+}
