@@ -2,6 +2,7 @@ package passthrough
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,24 +21,58 @@ import (
 	"github.com/kmirror/kmirror/internal/replicate"
 )
 
-// TestProduceErrorsRetriedInOrder copies between two kfake clusters while
-// the target answers produce requests with retriable errors (leader moved,
-// not enough replicas) and a lost producer ID; every record arrives once,
-// in order.
-func TestProduceErrorsRetriedInOrder(t *testing.T) {
+// faultCopy is one copy between two kfake clusters with faults injected
+// into the target's answers to the pipeline's produce requests.
+type faultCopy struct {
+	brokers int // of the target; default 1
+	records int // default 2000, over 2 partitions
+	// inject runs for the n-th produce request of the pipeline (from 1);
+	// it may answer it (handled) with a response or, with an error,
+	// close the connection.
+	inject func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool)
+	// during runs beside the copy until it ends.
+	during func(ctx context.Context, dst *kfake.Cluster)
+}
+
+// errorResponse answers every partition of pr with code.
+func errorResponse(pr *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range pr.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, code, -1
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}
+
+// run copies the records and checks that the target holds exactly the
+// source's records, in order, once each. It returns the pipeline's stats
+// and how many produce requests the pipeline sent.
+func (fc faultCopy) run(t *testing.T) (stats, int64) {
+	t.Helper()
+	n := fc.records
+	if n == 0 {
+		n = 2000
+	}
 	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	dst, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "A.t", "mm2-offsets.A.internal"))
+	dst, err := kfake.NewCluster(kfake.NumBrokers(max(fc.brokers, 1)), kfake.SeedTopics(2, "A.t", "mm2-offsets.A.internal"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dst.Close()
 
-	// Errors go only to the pipeline's requests for A.t, known by name or
-	// by topic ID; the progress writes to the offsets topic are left alone.
+	// Faults go only to the pipeline's requests for A.t, known by name
+	// or by topic ID; the progress writes to the offsets topic are left
+	// alone.
 	adm, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
@@ -55,23 +90,11 @@ func TestProduceErrorsRetriedInOrder(t *testing.T) {
 		if len(pr.Topics) == 0 || (pr.Topics[0].Topic != "A.t" && pr.Topics[0].TopicID != aID) {
 			return nil, nil, false
 		}
-		n := calls.Add(1)
-		if n%3 != 0 || n > 30 {
+		c := calls.Add(1)
+		if fc.inject == nil {
 			return nil, nil, false
 		}
-		code := []int16{kerr.NotLeaderForPartition.Code, kerr.NotEnoughReplicas.Code, kerr.UnknownProducerID.Code}[(n/3)%3]
-		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range pr.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode, sp.BaseOffset = rp.Partition, code, -1
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return fc.inject(c, pr)
 	})
 
 	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -82,7 +105,6 @@ func TestProduceErrorsRetriedInOrder(t *testing.T) {
 	defer srcCl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const n = 2000
 	var recs []*kgo.Record
 	for i := range n {
 		recs = append(recs, &kgo.Record{Topic: "t", Partition: int32(i % 2), Key: fmt.Appendf(nil, "%d", i), Value: fmt.Appendf(nil, "value %d", i)})
@@ -101,29 +123,45 @@ func TestProduceErrorsRetriedInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Small fetches: many batches per partition, several in flight.
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: srcCl, SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
-		Progress: store, Metrics: metrics.New(), Log: log, PartitionMaxBytes: 2000})
+		Progress: store, Metrics: metrics.New(), Log: log, PartitionMaxBytes: 20000})
 	pl.Assign([]replicate.Partition{{TP: progress.TP{Topic: "t", Partition: 0}, Remote: "A.t"}, {TP: progress.TP{Topic: "t", Partition: 1}, Remote: "A.t"}})
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- pl.Run(rctx, 10*time.Second) }()
+	dctx, dcancel := context.WithCancel(ctx)
+	duringDone := make(chan struct{})
+	go func() {
+		defer close(duringDone)
+		if fc.during != nil {
+			fc.during(dctx, dst)
+		}
+	}()
+	// Progress must only grow, and never past what the target holds.
+	last := map[progress.TP]int64{}
 	for {
 		pos := pl.Positions()
-		if pos[progress.TP{Topic: "t", Partition: 0}] >= n/2-1 && pos[progress.TP{Topic: "t", Partition: 1}] >= n/2-1 {
+		for tp, o := range pos {
+			if o < last[tp] {
+				t.Fatalf("progress of %v went back from %d to %d", tp, last[tp], o)
+			}
+			last[tp] = o
+		}
+		if pos[progress.TP{Topic: "t", Partition: 0}] >= int64(n/2-1) && pos[progress.TP{Topic: "t", Partition: 1}] >= int64(n/2-1) {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			t.Fatalf("not copied in time; positions %v", pos)
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	dcancel()
+	<-duringDone
 	rcancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-	if calls.Load() < 9 {
-		t.Fatalf("only %d produce requests: the errors were not exercised", calls.Load())
 	}
 
 	rd, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.ConsumeTopics("A.t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -145,5 +183,170 @@ func TestProduceErrorsRetriedInOrder(t *testing.T) {
 			got++
 		})
 	}
-	t.Logf("%d produce requests, records arrived once and in order", calls.Load())
+	ends, err := kadm.NewClient(rd).ListEndOffsets(ctx, "A.t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset != int64(n/2) {
+			t.Errorf("partition %d of the target ends at %d, want %d: records written twice", o.Partition, o.Offset, n/2)
+		}
+	})
+	pl.mu.Lock()
+	st := pl.stats
+	pl.mu.Unlock()
+	t.Logf("%d produce requests; at most %d batches of a partition in flight, %d errors on later batches, %d producer IDs",
+		calls.Load(), st.maxInflight, st.laterErrs, st.pids)
+	return st, calls.Load()
+}
+
+// TestProduceErrorsRetriedInOrder copies between two kfake clusters while
+// the target answers produce requests with retriable errors (leader moved,
+// not enough replicas) and a lost producer ID; every record arrives once,
+// in order.
+func TestProduceErrorsRetriedInOrder(t *testing.T) {
+	_, calls := faultCopy{inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+		if n%3 != 0 || n > 30 {
+			return nil, nil, false
+		}
+		code := []int16{kerr.NotLeaderForPartition.Code, kerr.NotEnoughReplicas.Code, kerr.UnknownProducerID.Code}[(n/3)%3]
+		return errorResponse(pr, code), nil, true
+	}}.run(t)
+	if calls < 9 {
+		t.Fatalf("only %d produce requests: the errors were not exercised", calls)
+	}
+}
+
+// TestLaterBatchErrorsKeepProducerID fails a request while later batches
+// of the same partitions are in flight: the broker answers those with
+// OUT_OF_ORDER_SEQUENCE_NUMBER, which must not cost a new producer ID; the
+// partition waits for its batches in flight and sends again from the
+// oldest unacknowledged one.
+func TestLaterBatchErrorsKeepProducerID(t *testing.T) {
+	st, _ := faultCopy{records: 4000, inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+		if n < 4 || n%5 != 0 || n > 60 {
+			return nil, nil, false
+		}
+		return errorResponse(pr, kerr.NotEnoughReplicas.Code), nil, true
+	}}.run(t)
+	if st.maxInflight < 2 {
+		t.Errorf("at most %d batches of a partition in flight; want pipelining", st.maxInflight)
+	}
+	if st.laterErrs == 0 {
+		t.Error("no error on a later batch: the case was not exercised")
+	}
+	if st.pids != 1 {
+		t.Errorf("%d producer IDs; errors on later batches must keep the first", st.pids)
+	}
+}
+
+// TestInjectedOutOfOrderOnLaterBatch answers OUT_OF_ORDER_SEQUENCE_NUMBER
+// itself for requests while the partition has earlier batches still to be
+// written (the previous request was failed): a reordering as the broker
+// reports it. Only an OUT_OF_ORDER on the oldest batch would be a lost
+// producer state.
+func TestInjectedOutOfOrderOnLaterBatch(t *testing.T) {
+	var failedPrev atomic.Bool
+	st, _ := faultCopy{records: 4000, inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+		if failedPrev.Swap(false) {
+			return errorResponse(pr, kerr.OutOfOrderSequenceNumber.Code), nil, true
+		}
+		if n >= 4 && n%7 == 0 && n < 100 {
+			failedPrev.Store(true)
+			return errorResponse(pr, kerr.RequestTimedOut.Code), nil, true
+		}
+		return nil, nil, false
+	}}.run(t)
+	if st.laterErrs == 0 {
+		t.Error("no error on a later batch: the case was not exercised")
+	}
+}
+
+// TestOutOfOrderOnOldestBatchResetsProducer answers OUT_OF_ORDER on a
+// request whose batches are the next the broker expects: the producer
+// state is gone (the broker answers so to every later batch of that
+// producer), a new producer ID is taken and nothing is lost or written
+// twice.
+func TestOutOfOrderOnOldestBatchResetsProducer(t *testing.T) {
+	// The control function sees every request in the broker's order and
+	// follows the sequence the broker expects of each partition.
+	type key struct {
+		pid int64
+		p   int32
+	}
+	next := map[key]int32{}
+	lost := map[int64]bool{} // producers whose state the broker "lost"
+	injected := 0
+	st, _ := faultCopy{inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+		head, gone := true, false
+		var bs []kmsg.RecordBatch
+		var ks []key
+		for _, rt := range pr.Topics {
+			for _, rp := range rt.Partitions {
+				var b kmsg.RecordBatch
+				if err := b.ReadFrom(rp.Records); err != nil {
+					return nil, nil, false
+				}
+				k := key{b.ProducerID, rp.Partition}
+				if b.FirstSequence != next[k] {
+					head = false
+				}
+				gone = gone || lost[b.ProducerID]
+				bs, ks = append(bs, b), append(ks, k)
+			}
+		}
+		if gone || (head && n >= 6 && injected < 2) {
+			if !gone {
+				injected++
+				lost[bs[0].ProducerID] = true
+			}
+			return errorResponse(pr, kerr.OutOfOrderSequenceNumber.Code), nil, true
+		}
+		for i, b := range bs {
+			if b.FirstSequence == next[ks[i]] {
+				next[ks[i]] += b.NumRecords
+			}
+		}
+		return nil, nil, false
+	}}.run(t)
+	if injected == 0 {
+		t.Fatal("no request held only oldest batches: the case was not exercised")
+	}
+	if st.pids < 2 {
+		t.Errorf("%d producer IDs; an out-of-order oldest batch must reset the producer", st.pids)
+	}
+}
+
+// TestConnectionDropsWithSeveralInFlight closes the produce connection
+// now and then: the request and those pipelined behind it on the same
+// connection fail, and everything is sent again in order.
+func TestConnectionDropsWithSeveralInFlight(t *testing.T) {
+	st, _ := faultCopy{records: 4000, inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+		if n >= 4 && n%9 == 0 && n < 120 {
+			return nil, errors.New("injected connection drop"), true
+		}
+		return nil, nil, false
+	}}.run(t)
+	if st.maxInflight < 2 {
+		t.Errorf("at most %d batches of a partition in flight; want pipelining", st.maxInflight)
+	}
+}
+
+// TestLeaderMovesWithSeveralInFlight moves the target partitions between
+// three brokers while batches are in flight: the old leader refuses them,
+// the new one may see later batches first.
+func TestLeaderMovesWithSeveralInFlight(t *testing.T) {
+	faultCopy{brokers: 3, records: 6000, during: func(ctx context.Context, dst *kfake.Cluster) {
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(15 * time.Millisecond):
+			}
+			for p := range int32(2) {
+				cur := dst.LeaderFor("A.t", p)
+				_ = dst.MoveTopicPartition("A.t", p, (cur+1+int32(i%2))%3)
+			}
+		}
+	}}.run(t)
 }

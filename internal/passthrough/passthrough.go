@@ -68,6 +68,10 @@ const (
 	// keeps the last five batches of an idempotent producer per partition
 	// to recognize a resent one (max.in.flight.requests.per.connection <= 5).
 	partInflight = 5
+	// producerStateTTL is how long after its last acknowledgement a
+	// partition's producer state is trusted to be on the target (Kafka
+	// keeps it producer.id.expiration.ms, one day by default).
+	producerStateTTL = time.Hour
 )
 
 // Config is what a Pipeline needs.
@@ -136,8 +140,16 @@ type Pipeline struct {
 	// requests reach a broker in the order they were built.
 	issued   map[int32]chan struct{}
 	buffered int64 // bytes of queued batches
+	stats    stats
 
 	ackedSince atomic.Int64
+}
+
+// stats count what tests want to know happened; pl.mu guards them.
+type stats struct {
+	maxInflight int // most batches of one partition in flight at once
+	laterErrs   int // errors on batches that were not the oldest unacknowledged
+	pids        int // producer IDs obtained
 }
 
 // partition is the state of one assigned source partition; pl.mu guards it.
@@ -170,6 +182,13 @@ type partition struct {
 	blocked  bool
 	renumber bool
 	seqFrom  int32
+	// ackPID and ackAt tell when the target last acknowledged a batch of
+	// this partition and under which producer ID. A broker takes the
+	// first batch of a producer it has no state for whatever its
+	// sequence, so until one batch is acknowledged only one is in flight:
+	// a later one must not be written before an earlier one that failed.
+	ackPID   int64
+	ackAt    time.Time
 	syncq    []syncAck  // acknowledged, for the offset-sync writer
 	syncMu   sync.Mutex // keeps the offset-sync calls in order
 	fetching bool
@@ -491,6 +510,7 @@ func (pl *Pipeline) initProducerID(ctx context.Context) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	pl.pid, pl.epoch, pl.needPID = resp.ProducerID, resp.ProducerEpoch, false
+	pl.stats.pids++
 	for _, p := range pl.parts {
 		p.seq, p.renumber = 0, false
 		for _, b := range p.queue {
@@ -990,6 +1010,7 @@ type sending struct {
 	pid   int64
 	epoch int16
 	seq   int32
+	tgtID [16]byte // p.tgtID when built: metadata refreshes change p's
 }
 
 // startProduces sends the batches of every partition that are not yet in
@@ -1019,8 +1040,12 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 		br := p.tgtLeader
 		reqs := byBroker[br]
 		at := 0 // the request this partition's next batch may join
+		limit := partInflight
+		if p.ackPID != pl.pid || now.Sub(p.ackAt) > producerStateTTL {
+			limit = 1
+		}
 		for _, b := range p.queue {
-			if p.inflight >= partInflight {
+			if p.inflight >= limit {
 				break
 			}
 			if b.state != stUnsent {
@@ -1041,8 +1066,9 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 			}
 			b.state = stSending
 			p.inflight++
+			pl.stats.maxInflight = max(pl.stats.maxInflight, p.inflight)
 			reqs[at].size += len(b.raw)
-			reqs[at].ss = append(reqs[at].ss, &sending{p: p, b: b, pid: pl.pid, epoch: pl.epoch, seq: b.seq})
+			reqs[at].ss = append(reqs[at].ss, &sending{p: p, b: b, pid: pl.pid, epoch: pl.epoch, seq: b.seq, tgtID: p.tgtID})
 			at++
 		}
 		byBroker[br] = reqs
@@ -1117,7 +1143,7 @@ func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending, pr
 		i, ok := byTopic[s.p.remote]
 		if !ok {
 			t := kmsg.NewProduceRequestTopic()
-			t.Topic, t.TopicID = s.p.remote, s.p.tgtID
+			t.Topic, t.TopicID = s.p.remote, s.tgtID
 			req.Topics = append(req.Topics, t)
 			i = len(req.Topics) - 1
 			byTopic[s.p.remote] = i
@@ -1219,6 +1245,9 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		// The partition was stopped meanwhile.
 	case err == nil || errors.Is(err, kerr.DuplicateSequenceNumber):
 		b.state, b.dstBase = stAcked, -1
+		if s.pid == pl.pid {
+			p.ackPID, p.ackAt = s.pid, time.Now()
+		}
 		if err == nil && rp.BaseOffset >= 0 {
 			b.dstBase = rp.BaseOffset
 		}
@@ -1267,6 +1296,9 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		// have answered.
 		b.state = stUnsent
 		p.blocked = true
+		if idx > 0 {
+			pl.stats.laterErrs++
+		}
 		if isAny(err, pidErrs) && (idx == 0 || !isAny(err, headOnlyPIDErrs)) {
 			pl.needPID = true
 		}
