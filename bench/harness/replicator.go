@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,6 +70,9 @@ type Result struct {
 	PeakRSS    int64   `json:"peak_rss_bytes"` // VmHWM at the last record
 	// Load1 is the machine's 1-minute load average when the run ended.
 	Load1 float64 `json:"load1,omitempty"`
+	// Procs is the number of parallel ProducerPerformance processes of a
+	// limit run (0 in results older than --limit-procs: one).
+	Procs int `json:"procs,omitempty"`
 	// Profile summarises a CPU profile taken during the copy, if any.
 	Profile *Profile `json:"profile,omitempty"`
 	Error   string   `json:"error,omitempty"`
@@ -220,7 +222,7 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	for _, t := range w.TopicNames() {
 		remote = append(remote, src+"."+t)
 	}
-	e.measure(ctx, &res, cmd, base+".log", remote, stopGracefully, hooks)
+	e.measure(ctx, &res, cmd, base+".log", remote, hooks)
 	if prof != nil {
 		p, err := prof.summarize(ctx)
 		if err != nil {
@@ -236,61 +238,14 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	return res
 }
 
-// MeasureLimit writes n records of w's size and codec straight to the
-// target with ProducerPerformance, into a fresh topic with as many
-// partitions as w has in all, and measures it like a replicator run.
-func (e *Env) MeasureLimit(ctx context.Context, w Workload, n int64, round int) Result {
-	res := Result{Workload: w.Name, Replicator: Limit, Round: round, Records: n, Bytes: n * int64(w.RecordBytes())}
-	if err := e.admins(); err != nil {
-		res.Error = err.Error()
-		return res
-	}
-	e.seq++
-	topic := fmt.Sprintf("limit-%s-%d", w.Name, e.seq)
-	cr, err := e.target.CreateTopic(ctx, int32(w.Topics)*w.Partitions, 1, nil, topic)
-	if err == nil {
-		err = cr.Err
-	}
-	if err != nil {
-		res.Error = err.Error()
-		return res
-	}
-	args := append(append([]string{}, MM2JVMOpts...), "-cp", filepath.Join(e.Libs, "*"),
-		"org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
-		"--num-records", strconv.FormatInt(n, 10), "--record-size", strconv.Itoa(w.RecordBytes()),
-		"--throughput", "-1", "--producer-props", "bootstrap.servers="+e.Clusters.Target,
-		"compression.type="+w.Compression, "linger.ms=20", "batch.size=262144", "acks=all")
-	cmd := exec.Command(javaPath(), args...)
-	log := filepath.Join(e.Dir, fmt.Sprintf("%s-r%d-limit.log", w.Name, round))
-	e.measure(ctx, &res, cmd, log, []string{topic}, waitExit, runHooks{})
-	if b, err := os.ReadFile(log); err == nil {
-		if m := ppSummary.FindAllString(string(b), -1); len(m) > 0 {
-			fmt.Fprintf(e.Log, "kbench:   ProducerPerformance says: %s\n", m[len(m)-1])
-		}
-	}
-	if err := e.cleanup(ctx); err != nil && res.Error == "" {
-		res.Error = "cleanup: " + err.Error()
-	}
-	return res
-}
-
-var ppSummary = regexp.MustCompile(`\d+ records sent, [0-9.]+ records/sec \([0-9.]+ MB/sec\)`)
-
-type stopMode int
-
-const (
-	stopGracefully stopMode = iota // SIGTERM once every record is there
-	waitExit                       // the process ends by itself
-)
-
 // runHooks are called by measure: first when the first record is on the
 // target, last when all are, before the process is stopped.
 type runHooks struct{ first, last func() }
 
 // measure starts cmd and polls the target's end offsets of topics every
 // 100 ms until they add up to res.Records, sampling the process's CPU
-// time at the first and the last record.
-func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath string, topics []string, mode stopMode, hooks runHooks) {
+// time at the first and the last record, then stops it (SIGTERM).
+func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath string, topics []string, hooks runHooks) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		res.Error = err.Error()
@@ -320,8 +275,6 @@ func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath s
 	defer tick.Stop()
 	deadline := time.After(e.Timeout)
 	var got int64
-	wait := exited // nil once a waitExit process has ended cleanly
-	var grace <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -330,26 +283,14 @@ func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath s
 		case <-deadline:
 			res.Error = fmt.Sprintf("timeout after %v: target holds %d of %d records; log %s", e.Timeout, got, res.Records, logPath)
 			return
-		case <-grace:
-			res.Error = fmt.Sprintf("process ended with %d of %d records on the target; log %s", got, res.Records, logPath)
-			return
-		case err := <-wait:
+		case err := <-exited:
 			stopped = true
-			if mode == waitExit && err == nil {
-				// Its records may still become visible; poll a little longer.
-				wait, grace = nil, time.After(10*time.Second)
-				continue
-			}
 			res.Error = fmt.Sprintf("process exited early (%v) with %d of %d records on the target; log %s", err, got, res.Records, logPath)
 			return
 		case <-tick.C:
 		}
 		cpu, cerr := cpuSeconds(pid)
 		hwm, herr := peakRSS(pid)
-		if stopped { // ended by itself: its totals are gone with it
-			cpu, cerr = float64(cmd.ProcessState.SystemTime()+cmd.ProcessState.UserTime())/1e9, nil
-			hwm, herr = 0, nil
-		}
 		now := time.Now()
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		n, err := e.copied(qctx, topics)
@@ -366,49 +307,43 @@ func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath s
 			}
 		}
 		if got >= res.Records {
-			if mode == waitExit {
-				// A process that ends by itself may be a zombie by now,
-				// without VmHWM; the limit's CPU and RSS are not reported.
-				cerr, herr = nil, nil
-			}
 			if cerr != nil || herr != nil {
 				res.Error = fmt.Sprintf("reading /proc: %v", errors.Join(cerr, herr))
 			}
-			res.Seconds = now.Sub(first).Seconds()
+			aggregate(res, first, now)
 			res.CPUSeconds = cpu - cpuFirst
 			res.CPUTotal = cpu
 			res.PeakRSS = hwm
-			if res.Seconds > 0 {
-				res.RecordsPerSec = float64(res.Records) / res.Seconds
-				res.MBPerSec = float64(res.Bytes) / 1e6 / res.Seconds
-			}
 			break
 		}
 	}
-	if hooks.last != nil && !stopped {
+	if hooks.last != nil {
 		hooks.last()
 	}
-	if mode == stopGracefully {
-		stopped = true
-		if err := stop(cmd, exited, 60*time.Second); err != nil && res.Error == "" {
-			res.Error = err.Error()
-		}
-	} else if !stopped {
-		select {
-		case <-exited:
-			stopped = true
-		case <-time.After(30 * time.Second):
-		}
+	stopped = true
+	if err := stop(cmd, exited, 60*time.Second); err != nil && res.Error == "" {
+		res.Error = err.Error()
 	}
 }
 
 // copied adds the end offsets of those of topics that exist on the
+// target.
+func (e *Env) copied(ctx context.Context, topics []string) (int64, error) {
+	per, err := e.copiedPer(ctx, topics)
+	var sum int64
+	for _, n := range per {
+		sum += n
+	}
+	return sum, err
+}
+
+// copiedPer adds the end offsets of each of topics that exists on the
 // target. Asking for the offsets of a missing topic would make the client
 // wait for it to appear, so existence is checked first.
-func (e *Env) copied(ctx context.Context, topics []string) (int64, error) {
+func (e *Env) copiedPer(ctx context.Context, topics []string) (map[string]int64, error) {
 	td, err := e.target.ListTopics(ctx, topics...)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var have []string
 	for _, t := range topics {
@@ -416,10 +351,20 @@ func (e *Env) copied(ctx context.Context, topics []string) (int64, error) {
 			have = append(have, t)
 		}
 	}
+	per := map[string]int64{}
 	if len(have) == 0 {
-		return 0, nil
+		return per, nil
 	}
-	return endOffsetSum(ctx, e.target, have)
+	offs, err := e.target.ListEndOffsets(ctx, have...)
+	if err != nil {
+		return nil, err
+	}
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			per[o.Topic] += o.Offset
+		}
+	})
+	return per, nil
 }
 
 // stop sends SIGTERM and waits, then SIGKILL. A JVM that exits with 143

@@ -350,12 +350,7 @@ keys and values), 1 MB = 10^6 bytes.
   warm-up before the first record are not charged, but JIT work while copying
   is. CPU s per GB divides that by the payload GB.
 - **Peak RSS** is VmHWM from ` + "`/proc/PID/status`" + ` when the last record arrives.
-- **The limit** is ` + "`org.apache.kafka.tools.ProducerPerformance`" + ` writing the
-  same number of records of the same payload size (no key or headers) and codec
-  straight to a fresh topic with as many partitions on the target, with
-  ` + "`linger.ms=20 batch.size=262144 acks=all`" + `, timed the same way (first to
-  last record on the target). ` + "`wan`" + ` is compared with ` + "`kb`" + `'s limit;
-  ` + "`wan-few`" + ` has none.
+` + limitMethod(m) + `
 - **wan, wan-few.** kafkalocal starts the source broker, then kbench adds a
   listener per delay (` + "`WAN0`, `WAN1`" + `) and restarts it; each advertises the
   address of a proxy (bench/latproxy) that forwards to it and delays each
@@ -385,4 +380,39 @@ Results, logs, the properties file of every run and the CPU profiles
 (` + "`<workload>-r<N>-<replicator>.cpu.pprof`" + ` and ` + "`.cpu.txt`" + `) are kept in
 ` + "`bench/results/<time>/`" + ` (not committed).
 `)
+}
+
+// limitMethod is the Method bullet that says how the limit was measured.
+func limitMethod(m Meta) string {
+	tail := " `wan` is compared with `kb`'s limit;\n  `wan-few` has none."
+	if len(m.LimitProps) == 0 {
+		// Results from before --limit-procs: one producer.
+		return "- **The limit** is `org.apache.kafka.tools.ProducerPerformance` writing the\n" +
+			"  same number of records of the same payload size (no key or headers) and codec\n" +
+			"  straight to a fresh topic with as many partitions on the target, with\n" +
+			"  `linger.ms=20 batch.size=262144 acks=all`, timed the same way (first to\n" +
+			"  last record on the target)." + tail
+	}
+	var procs []string
+	for _, w := range m.Workloads {
+		if n, ok := m.LimitProcs[w]; ok {
+			procs = append(procs, fmt.Sprintf("`%s`: %d", w, n))
+		}
+	}
+	return "- **The limit** is what the target accepts from plain Java producers:\n" +
+		"  parallel `org.apache.kafka.tools.ProducerPerformance` processes (" + strings.Join(procs, ", ") + ";\n" +
+		"  `--limit-procs`, by default one per source topic and at least 2), each writing\n" +
+		"  its share of the workload's records, of the same payload size (no key or\n" +
+		"  headers) and codec, to its own fresh topic on the target; the workload's\n" +
+		"  partitions are split between the topics (`--limit-procs 1`, the single\n" +
+		"  producer of earlier reports, writes one topic with all of them). They start\n" +
+		"  together: each JVM reads its `--command-config` from a FIFO, which kbench\n" +
+		"  opens only when every JVM waits on its own, so JVM start-up does not stagger\n" +
+		"  them. Each producer is tuned, not left at Java's defaults (`batch.size=16384`,\n" +
+		"  `buffer.memory=33554432`): `compression.type=<the workload's>\n" +
+		"  " + strings.Join(m.LimitProps, " ") + "`.\n" +
+		"  It is timed like a replicator: all their records and payload bytes over the\n" +
+		"  time from the first of their records on the target to the last of all. Their\n" +
+		"  CPU and memory are not measured; they share the machine's cores with the\n" +
+		"  brokers, as the replicators do." + tail
 }

@@ -28,8 +28,11 @@ type Config struct {
 	Quick       bool     // the small record counts
 	Limit       bool     // also measure ProducerPerformance to the target
 	// LimitOn restricts the limit runs to these workloads (all when empty).
-	LimitOn  []string
-	TasksMax int // tasks.max in mm2.properties
+	LimitOn []string
+	// LimitProcs is the number of ProducerPerformance processes of a
+	// limit run; 0 means DefaultLimitProcs of the workload.
+	LimitProcs int
+	TasksMax   int // tasks.max in mm2.properties
 	// Profile names the workloads on which the last round's kmirror and
 	// kmirror-pt runs are CPU-profiled.
 	Profile []string
@@ -67,6 +70,12 @@ type Meta struct {
 	Properties   string             `json:"properties"` // example mm2.properties
 	BrokerJVM    []string           `json:"broker_jvm"`
 	MM2JVM       []string           `json:"mm2_jvm"`
+	// LimitProcs is the number of parallel ProducerPerformance processes
+	// of each workload's limit; LimitProps their producer settings. Both
+	// are empty in older results, whose limit was one process with
+	// linger.ms=20 batch.size=262144 acks=all.
+	LimitProcs map[string]int `json:"limit_procs,omitempty"`
+	LimitProps []string       `json:"limit_producer_props,omitempty"`
 }
 
 // Run brings up the clusters, then for each workload loads the source and
@@ -183,15 +192,24 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 					order[a], order[b] = order[b], order[a]
 				}
 			}
+			limitProcs := cfg.LimitProcs
+			if limitProcs <= 0 {
+				limitProcs = DefaultLimitProcs(w)
+			}
 			if cfg.Limit && w.Delay == 0 && (len(cfg.LimitOn) == 0 || slices.Contains(cfg.LimitOn, w.Name)) {
 				order = append([]string{Limit}, order...)
+				if res.Meta.LimitProcs == nil {
+					res.Meta.LimitProcs = map[string]int{}
+				}
+				res.Meta.LimitProcs[w.Name] = limitProcs
+				res.Meta.LimitProps = limitProducerProps
 			}
 			for _, r := range order {
 				fmt.Fprintf(cfg.Log, "kbench: %s round %d/%d: %s...\n", w.Name, round, cfg.Runs, r)
 				var rr Result
 				switch {
 				case r == Limit:
-					rr = env.MeasureLimit(ctx, w, n, round)
+					rr = env.MeasureLimit(ctx, w, n, round, limitProcs)
 				case slices.Contains(cfg.Profile, w.Name) && round == cfg.Runs && r != MM2:
 					rr = env.Replicate(ctx, r, w, n, round, profileSeconds(res, w.Name, r))
 				default:
@@ -255,6 +273,10 @@ func (r Result) Summary() string {
 	if r.Error != "" {
 		return fmt.Sprintf("%s: FAILED: %s", r.Replicator, r.Error)
 	}
+	if r.Replicator == Limit {
+		return fmt.Sprintf("%s: %d ProducerPerformance process(es): %d records in %.2fs (%.0f rec/s, %.1f MB/s), startup %.1fs",
+			r.Replicator, max(1, r.Procs), r.Records, r.Seconds, r.RecordsPerSec, r.MBPerSec, r.StartupSeconds)
+	}
 	return fmt.Sprintf("%s: %d records in %.2fs (%.0f rec/s, %.1f MB/s), CPU %.1fs (%.1f s/GB), peak RSS %.0f MiB, startup %.1fs",
 		r.Replicator, r.Records, r.Seconds, r.RecordsPerSec, r.MBPerSec, r.CPUSeconds, r.CPUPerGB(),
 		float64(r.PeakRSS)/(1<<20), r.StartupSeconds)
@@ -271,6 +293,7 @@ func Merge(rs ...*Results) *Results {
 	out := *rs[0]
 	out.Meta.Descriptions = maps.Clone(out.Meta.Descriptions)
 	out.Meta.RTTMillis = maps.Clone(out.Meta.RTTMillis)
+	out.Meta.LimitProcs = maps.Clone(out.Meta.LimitProcs)
 	out.Meta.Workloads = slices.Clone(out.Meta.Workloads)
 	out.Runs = slices.Clone(out.Runs)
 	for _, r := range rs[1:] {
@@ -290,6 +313,15 @@ func Merge(rs ...*Results) *Results {
 				}
 				out.Meta.Descriptions[w] = m.Descriptions[w]
 			}
+		}
+		for w, v := range m.LimitProcs {
+			if out.Meta.LimitProcs == nil {
+				out.Meta.LimitProcs = map[string]int{}
+			}
+			out.Meta.LimitProcs[w] = v
+		}
+		if len(out.Meta.LimitProps) == 0 {
+			out.Meta.LimitProps = m.LimitProps
 		}
 		for w, v := range m.RTTMillis {
 			if out.Meta.RTTMillis == nil {

@@ -1,7 +1,7 @@
 // Command kbench benchmarks kmirror against Apache MirrorMaker 2 on two
 // local Kafka clusters and writes docs/benchmarks.md with a PNG chart.
 //
-//	kbench run [--quick] [--runs N] [--workloads a,b] [--no-limit] [--profile W] [--out DIR] [--docs]
+//	kbench run [--quick] [--runs N] [--workloads a,b] [--no-limit] [--limit-procs N] [--profile W] [--out DIR] [--docs]
 //	kbench report [--docs DIR] RESULTS.json...
 //
 // bench/run is a thin wrapper; see docs/benchmarks.md.
@@ -40,6 +40,10 @@ Run flags:
   --replicators LIST  kmirror,kmirror-pt,mm2 (default all three)
   --no-limit          skip the ProducerPerformance limit runs
   --limit-on LIST     run the limit only on these workloads (default small,kb)
+  --limit-procs N     parallel ProducerPerformance processes of a limit run,
+                      each writing its share to its own topic (default: the
+                      workload's topic count, at least 2; 1 is the single
+                      producer of earlier reports)
   --profile LIST      CPU-profile the last round's kmirror and kmirror-pt runs
                       on these workloads (default kb,kb-lz4,kb-zstd; "" for none)
   --tasks-max N       tasks.max in mm2.properties (default 4)
@@ -78,10 +82,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		repls := fs.String("replicators", "", "comma-separated replicators")
 		noLimit := fs.Bool("no-limit", false, "skip the ProducerPerformance limit")
 		limitOn := fs.String("limit-on", "small,kb", "workloads with a limit run")
+		limitProcs := fs.Int("limit-procs", 0, "parallel ProducerPerformance processes of a limit run (0: the workload's topic count, at least 2)")
 		tasks := fs.Int("tasks-max", 4, "tasks.max in mm2.properties")
 		profile := fs.String("profile", "kb,kb-lz4,kb-zstd", "workloads whose last-round kmirror runs are CPU-profiled")
 		out := fs.String("out", "", "results folder")
 		if fs.Parse(args) != nil {
+			return 2
+		}
+		if *limitProcs < 0 {
+			fmt.Fprintln(stderr, "kbench run: --limit-procs must be 1 or more (0: the default)")
 			return 2
 		}
 		if *out == "" {
@@ -89,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg := harness.Config{
 			Root: root, Dir: *out, Workloads: split(*wls), Replicators: split(*repls),
-			Runs: *runs, Quick: *quick, Limit: !*noLimit, LimitOn: split(*limitOn), TasksMax: *tasks, Profile: split(*profile), Log: stderr,
+			Runs: *runs, Quick: *quick, Limit: !*noLimit, LimitOn: split(*limitOn), LimitProcs: *limitProcs, TasksMax: *tasks, Profile: split(*profile), Log: stderr,
 		}
 		res, err := harness.Run(ctx, cfg)
 		if res != nil && *docs != "" {
