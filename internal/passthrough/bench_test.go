@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // benchBatch returns a source batch of n records with 1 KiB values of
@@ -82,4 +83,39 @@ func BenchmarkReencode(b *testing.B) {
 
 func codecName(c kgo.CompressionCodecType) string {
 	return [...]string{"none", "gzip", "snappy", "lz4", "zstd"}[c]
+}
+
+// BenchmarkProduceRequestAppend serializes a produce request of 32
+// partitions with a 256 KiB batch each into a fresh buffer, as franz-go
+// does after a GC emptied its buffer pool: kmsg's plain AppendTo grows the
+// buffer by doubling, produceRequest sizes it once.
+func BenchmarkProduceRequestAppend(b *testing.B) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 30000
+	req.SetVersion(9)
+	t := kmsg.NewProduceRequestTopic()
+	t.Topic = "bench"
+	size := 64 + 32 + len(t.Topic)
+	for p := range int32(32) {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, make([]byte, 256<<10)
+		t.Partitions = append(t.Partitions, rp)
+		size += 16 + len(rp.Records)
+	}
+	req.Topics = append(req.Topics, t)
+	for _, tc := range []struct {
+		name string
+		r    kmsg.Request
+	}{
+		{"kmsg", req},
+		{"presized", &produceRequest{ProduceRequest: req, size: size, queued: func() {}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = tc.r.AppendTo(make([]byte, 0, 4096))
+			}
+		})
+	}
 }
