@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -207,21 +208,27 @@ func (c *Cluster) ReadAll(t testing.TB, topic string) []*kgo.Record {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	adm := c.Admin(t)
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
+	// While a node is down or restarting its partitions may have no
+	// reachable leader for a few seconds: listing is retried.
+	list := func(what string, fn func(context.Context, ...string) (kadm.ListedOffsets, error)) kadm.ListedOffsets {
+		t.Helper()
+		for {
+			offs, err := fn(ctx, topic)
+			if err == nil {
+				err = offs.Error()
+			}
+			if err == nil {
+				return offs
+			}
+			if ctx.Err() != nil || errors.Is(err, kerr.UnknownTopicOrPartition) {
+				t.Fatalf("testkafka: list %s offsets of %s on cluster %s: %v", what, topic, c.Name, err)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
 	}
-	if err != nil {
-		t.Fatalf("testkafka: list start offsets of %s on cluster %s: %v", topic, c.Name, err)
-	}
+	starts := list("start", adm.ListStartOffsets)
 	// For read_committed, ListOffsets(latest) is the last stable offset.
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		t.Fatalf("testkafka: list end offsets of %s on cluster %s: %v", topic, c.Name, err)
-	}
+	ends := list("end", adm.ListCommittedOffsets)
 	from := map[int32]kgo.Offset{}
 	end := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
