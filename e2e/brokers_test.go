@@ -18,8 +18,9 @@ import (
 // TestBrokerRestartsLoseNothing replicates between two 3-node clusters while
 // a producer keeps writing, and meanwhile kills (SIGKILL) and restarts the
 // leader of a source partition, then the leader of a target partition, then
-// stops a target node cleanly (SIGTERM) and starts it again. Afterwards every
-// source record is on the target, in order, on both data paths.
+// stops a target node cleanly (SIGTERM) and starts it again, and at last
+// kills the whole target cluster for 40 s. Afterwards every source record
+// is on the target, in order, on both data paths, and kmirror never exited.
 func TestBrokerRestartsLoseNothing(t *testing.T) {
 	cs := testkafka.Start(t, testkafka.Options{Clusters: 2, Nodes: 3})
 	for _, path := range []struct {
@@ -118,6 +119,30 @@ func brokerRestarts(t *testing.T, a, b *testkafka.Cluster, extra []string) {
 	bounce(b, "target", remote, true)
 	bounce(b, "target", remote, false)
 
+	// The whole target cluster goes away for longer than a produce
+	// request's timeout, then comes back: kmirror keeps trying and goes on
+	// where it was, without a restart.
+	nodes := b.Nodes()
+	outage := true
+	t.Cleanup(func() {
+		if outage {
+			b.StartNode(t, nodes...)
+		}
+	})
+	for _, id := range nodes {
+		b.KillNode(t, id)
+	}
+	t.Logf("every target node killed (SIGKILL); %d records produced so far", produced.Load())
+	time.Sleep(40 * time.Second)
+	select {
+	case <-p.done:
+		t.Fatalf("kmirror exited while the target cluster was down: %v", p.err)
+	default:
+	}
+	b.StartNode(t, nodes...)
+	outage = false
+	grow("replication to go on after the target cluster came back")
+
 	stopProducing()
 	wg.Wait()
 	if n := failed.Load(); n > 0 {
@@ -128,7 +153,7 @@ func brokerRestarts(t *testing.T, a, b *testkafka.Cluster, extra []string) {
 	p.stop()
 	got := b.ReadAll(t, remote)
 	dups := checkNoLoss(t, want, got)
-	t.Logf("source %d records, target %d records, duplicates after three broker restarts: %d", len(want), len(got), dups)
+	t.Logf("source %d records, target %d records, duplicates after the broker restarts and the target outage: %d", len(want), len(got), dups)
 	if out, code := runKmirror(t, 120*time.Second, "verify", "--config", cfg); code != 0 {
 		t.Errorf("kmirror verify after the restarts: exit %d\n%s", code, out)
 	}

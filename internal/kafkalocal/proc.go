@@ -197,20 +197,33 @@ func (r *Run) StopNode(cluster string, id int32, kill bool, timeout time.Duratio
 // StartNode starts a stopped node again with its recorded command line and
 // waits until the cluster lists it as a live broker.
 func (r *Run) StartNode(ctx context.Context, cluster string, id int32, dieWithParent bool) error {
-	n, err := r.node(cluster, id)
-	if err != nil {
-		return err
+	return r.StartNodes(ctx, cluster, []int32{id}, dieWithParent)
+}
+
+// StartNodes starts stopped nodes of a cluster all at once (a controller
+// quorum whose nodes all stopped needs a majority back before any of them
+// serves) and waits until each is a live broker.
+func (r *Run) StartNodes(ctx context.Context, cluster string, ids []int32, dieWithParent bool) error {
+	var ns []*Node
+	for _, id := range ids {
+		n, err := r.node(cluster, id)
+		if err != nil {
+			return err
+		}
+		if p := readPID(n.Dir); alive(p, n.Dir) {
+			return fmt.Errorf("kafkalocal: node %s/%d already runs as pid %d", cluster, id, p)
+		}
+		ns = append(ns, n)
 	}
-	if p := readPID(n.Dir); alive(p, n.Dir) {
-		return fmt.Errorf("kafkalocal: node %s/%d already runs as pid %d", cluster, id, p)
-	}
-	if err := launch(n, dieWithParent); err != nil {
-		return err
+	for _, n := range ns {
+		if err := launch(n, dieWithParent); err != nil {
+			return err
+		}
 	}
 	if err := r.Save(); err != nil {
 		return err
 	}
-	return waitBrokers(ctx, r.Cluster(cluster), []*Node{n})
+	return waitBrokers(ctx, r.Cluster(cluster), ns)
 }
 
 // launch starts the node process and records its pid.

@@ -304,17 +304,18 @@ func (c *Cluster) stop(t testing.TB, id int32, kill bool) {
 	}
 }
 
-// StartNode starts a stopped node again and waits until it is a live
-// broker of the cluster.
-func (c *Cluster) StartNode(t testing.TB, id int32) {
+// StartNode starts stopped nodes again, all at once (a controller quorum
+// needs a majority of them), and waits until each is a live broker of the
+// cluster.
+func (c *Cluster) StartNode(t testing.TB, ids ...int32) {
 	t.Helper()
 	if c.shared {
 		t.Fatalf("testkafka: cluster %s is shared; start a dedicated one with testkafka.Start", c.Name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := c.run.StartNode(ctx, c.Name, id, true); err != nil {
-		t.Fatalf("testkafka: start node %d of cluster %s: %v", id, c.Name, err)
+	if err := c.run.StartNodes(ctx, c.Name, ids, true); err != nil {
+		t.Fatalf("testkafka: start nodes %v of cluster %s: %v", ids, c.Name, err)
 	}
 }
 
