@@ -47,3 +47,11 @@ func TestRoleDefaults(t *testing.T) {
 		})
 	}
 }
+
+func TestPositiveInt(t *testing.T) {
+	for in, want := range map[string]int64{"": 0, "1048576": 1048576, " 500 ": 500, "-1": 0, "x": 0, "99999999999": 0} {
+		if got := positiveInt(in); got != want {
+			t.Errorf("positiveInt(%q) = %d, want %d", in, got, want)
+		}
+	}
+}

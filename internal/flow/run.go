@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,6 +154,11 @@ func (r *running) build(ctx context.Context) error {
 			StartAtEnd: startAtEnd,
 			Throttle:   limiter,
 			Metrics:    f.m, Log: f.log,
+			// The source consumer's Java fetch keys, as on the record
+			// path; unset ones keep passthrough's defaults.
+			FetchMaxBytes:     int32(positiveInt(c.SourceConsumer["fetch.max.bytes"])),
+			PartitionMaxBytes: int32(positiveInt(c.SourceConsumer["max.partition.fetch.bytes"])),
+			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
 		})
 	} else {
 		rep := replicate.New(replicate.Config{
@@ -413,4 +420,14 @@ func (r *running) seedFromGroup(ctx context.Context) error {
 	}
 	r.f.log.Info("partitions without progress start where the consumer group stands", "group", group, "partitions", len(seed))
 	return nil
+}
+
+// positiveInt parses a client property already checked by internal/clients;
+// anything unset or not positive is 0 (the data path's default).
+func positiveInt(v string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
