@@ -71,7 +71,7 @@ func parseHeader(raw []byte) (kmsg.RecordBatch, error) {
 // stamp rewrites, in place, the header fields of a complete v2 batch that
 // the target needs from this producer: producer ID and epoch, base
 // sequence, no transaction, leader epoch -1, base offset 0. It then
-// recomputes the CRC. Records are not touched.
+// updates the CRC from the changed bytes (crc.go). Records are not touched.
 func stamp(raw []byte, pid int64, epoch int16, seq int32) error {
 	var b kmsg.RecordBatch
 	if err := b.ReadFrom(raw); err != nil {
@@ -82,9 +82,11 @@ func stamp(raw []byte, pid int64, epoch int16, seq int32) error {
 	b.Attributes &^= attrTransactional
 	b.ProducerID, b.ProducerEpoch, b.FirstSequence = pid, epoch, seq
 	b.Records = nil
-	var hdr [headerSize]byte
+	var hdr, before [headerSize]byte
+	copy(before[:], raw[:headerSize])
 	copy(raw, b.AppendTo(hdr[:0]))
-	binary.BigEndian.PutUint32(raw[crcAt:], crc32.Checksum(raw[attrsAt:], castagnoli))
+	crc := updateCRC(crcOf(before[:]), before[attrsAt:], raw[attrsAt:headerSize], len(raw)-attrsAt)
+	binary.BigEndian.PutUint32(raw[crcAt:], crc)
 	return nil
 }
 
