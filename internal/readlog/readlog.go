@@ -4,6 +4,7 @@ package readlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -135,7 +136,7 @@ func Partition(ctx context.Context, connect []kgo.Opt, topic string, partition i
 const endsRetryFor = 30 * time.Second
 
 // committedEnds lists the last stable offset of every partition of topic,
-// retrying retriable errors for up to endsRetryFor.
+// retrying errors that mean a leader moves for up to endsRetryFor.
 func committedEnds(ctx context.Context, connect []kgo.Opt, topic string) (kadm.ListedOffsets, error) {
 	cl, err := kgo.NewClient(connect...)
 	if err != nil {
@@ -152,7 +153,9 @@ func committedEnds(ctx context.Context, connect []kgo.Opt, topic string) (kadm.L
 		if err == nil {
 			return ends, nil
 		}
-		if !kerr.IsRetriable(err) || time.Now().After(deadline) {
+		// A missing topic is the caller's to handle (kerr calls it
+		// retriable), at once.
+		if !kerr.IsRetriable(err) || errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
 			return nil, fmt.Errorf("listing end offsets of %s: %w", topic, err)
 		}
 		select {

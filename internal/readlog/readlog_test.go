@@ -27,6 +27,9 @@ func TestToEndRetriesMovingLeaders(t *testing.T) {
 		{"not leader twice", kerr.NotLeaderForPartition.Code, 2, false},
 		{"leader not available", kerr.LeaderNotAvailable.Code, 3, false},
 		{"not authorized", kerr.TopicAuthorizationFailed.Code, 1, true},
+		// Callers handle a missing topic themselves (no index yet, say):
+		// it must not be waited out.
+		{"unknown topic", kerr.UnknownTopicOrPartition.Code, 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

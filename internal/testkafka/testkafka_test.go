@@ -241,20 +241,30 @@ func TestThreeNodeFailover(t *testing.T) {
 	}
 	topic := testkafka.Topic(t, "ha")
 	c.CreateTopic(t, topic, 1, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
+	// partition reads the topic's one partition from metadata, waiting
+	// while it has no leader (just created, or during an election).
 	partition := func() kadm.PartitionDetail {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		req := kmsg.NewPtrMetadataRequest()
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(topic)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, c.Client(t))
-		if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-			t.Fatalf("metadata of %s: %v %+v", topic, err, resp)
+		cl := c.Client(t)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl)
+			cancel()
+			if err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0 && len(resp.Topics[0].Partitions) == 1 &&
+				resp.Topics[0].Partitions[0].ErrorCode == 0 && resp.Topics[0].Partitions[0].Leader >= 0 {
+				p := resp.Topics[0].Partitions[0]
+				return kadm.PartitionDetail{Leader: p.Leader, Replicas: p.Replicas, ISR: p.ISR}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("metadata of %s: %v %+v", topic, err, resp)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		p := resp.Topics[0].Partitions[0]
-		return kadm.PartitionDetail{Leader: p.Leader, Replicas: p.Replicas, ISR: p.ISR}
 	}
 	before := partition()
 	if len(before.Replicas) != 3 {
