@@ -27,7 +27,7 @@ func TestBrokerRestartsLoseNothing(t *testing.T) {
 		name  string
 		extra []string
 	}{
-		{"record path", nil},
+		{"record path", []string{recordPath}},
 		{"passthrough", []string{"kmirror.passthrough.enabled = true"}},
 	} {
 		t.Run(path.name, func(t *testing.T) { brokerRestarts(t, cs[0], cs[1], path.extra) })

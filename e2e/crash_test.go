@@ -20,13 +20,14 @@ import (
 // producer keeps writing, restarts it each time, and then checks that every
 // source record reached the target in order, reporting duplicates.
 func TestKillNineLosesNothing(t *testing.T) {
-	t.Run("at-least-once", func(t *testing.T) { killNine(t, false) })
+	t.Run("at-least-once", func(t *testing.T) { killNine(t, false) }) // passthrough, the default
+	t.Run("at-least-once record path", func(t *testing.T) { killNine(t, false, recordPath) })
 	// Exactly-once: a read_committed reader of the target sees no
 	// duplicate at all.
 	t.Run("exactly-once", func(t *testing.T) { killNine(t, true) })
 }
 
-func killNine(t *testing.T, eos bool) {
+func killNine(t *testing.T, eos bool, extraLines ...string) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "crash")
@@ -55,7 +56,7 @@ func killNine(t *testing.T, eos bool) {
 	}()
 
 	src, dst := alias(t, "src"), alias(t, "dst")
-	extra := []string{src + "->" + dst + ".topics = " + topic}
+	extra := append([]string{src + "->" + dst + ".topics = " + topic}, extraLines...)
 	if eos {
 		extra = append(extra, dst+".exactly.once.source.support = enabled")
 	}

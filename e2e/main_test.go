@@ -159,6 +159,10 @@ func alias(t *testing.T, base string) string {
 	return fmt.Sprintf("%s%s%d", base, name, time.Now().UnixNano()%100000)
 }
 
+// recordPath is the setting that keeps a flow on the record path;
+// passthrough is the default where a flow allows it.
+const recordPath = "kmirror.passthrough.enabled = false"
+
 // mm2Config returns a properties file body for src->dst with RF 1 and fast
 // intervals; extra lines are appended.
 func mm2Config(src, dst string, a, b *testkafka.Cluster, extra ...string) string {

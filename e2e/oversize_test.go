@@ -16,6 +16,14 @@ import (
 // records after it are not skipped onto the target, and other partitions
 // go on.
 func TestOversizedRecordStopsPartition(t *testing.T) {
+	// The record path learns the limit from the target's MESSAGE_TOO_LARGE;
+	// passthrough checks batches against the topic's max.message.bytes
+	// before it sends them.
+	t.Run("record path", func(t *testing.T) { oversized(t, "MESSAGE_TOO_LARGE", recordPath) })
+	t.Run("passthrough", func(t *testing.T) { oversized(t, "the target accepts 20000") })
+}
+
+func oversized(t *testing.T, reason string, extra ...string) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "big")
@@ -41,7 +49,7 @@ func TestOversizedRecordStopsPartition(t *testing.T) {
 
 	// Config sync would copy the source's max.message.bytes over the small
 	// one set here; this test is about a target that refuses the record.
-	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, src+"->"+dst+".topics = "+topic, "sync.topic.configs.enabled = false"))
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append([]string{src + "->" + dst + ".topics = " + topic, "sync.topic.configs.enabled = false"}, extra...)...))
 	p := startKmirror(t, cfg)
 	waitFor(t, 60*time.Second, "the stop to be reported", func() bool {
 		return strings.Contains(p.log.String(), "partition stopped")
@@ -66,7 +74,7 @@ func TestOversizedRecordStopsPartition(t *testing.T) {
 		t.Errorf("target partition 0 holds %d records, want the 5 before the oversized one", p0)
 	}
 	log := p.log.String()
-	for _, want := range []string{"topic=" + topic, "partition=0", "offset=5", "MESSAGE_TOO_LARGE"} {
+	for _, want := range []string{"topic=" + topic, "partition=0", "offset=5", reason} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}

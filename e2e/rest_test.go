@@ -15,8 +15,14 @@ import (
 )
 
 // TestRESTControl drives a running kmirror through its REST API: status,
-// pause, resume, restart, reload (good and bad files), and the token.
+// pause, resume, restart, reload (good and bad files), and the token, on
+// both data paths.
 func TestRESTControl(t *testing.T) {
+	t.Run("passthrough", func(t *testing.T) { restControl(t) })
+	t.Run("record path", func(t *testing.T) { restControl(t, recordPath) })
+}
+
+func restControl(t *testing.T, extra ...string) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	prefix := testkafka.Topic(t, "rest")
@@ -35,7 +41,7 @@ func TestRESTControl(t *testing.T) {
 	src, dst := alias(t, "src"), alias(t, "dst")
 	name := src + "->" + dst
 	body := func(topics string) string {
-		return mm2Config(src, dst, a, b, name+".topics = "+topics, "kmirror.rest.listener = "+addr, "kmirror.rest.token = t0ken-42")
+		return mm2Config(src, dst, a, b, append([]string{name + ".topics = " + topics, "kmirror.rest.listener = " + addr, "kmirror.rest.token = t0ken-42"}, extra...)...)
 	}
 	cfg := writeFile(t, "mm2.properties", body(one))
 	p := startKmirror(t, cfg)

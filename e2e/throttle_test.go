@@ -38,6 +38,8 @@ func TestThrottle(t *testing.T) {
 			extra := []string{src + "->" + dst + ".topics = " + topic, src + "->" + dst + ".kmirror.throttle.bytes.per.second = 500000"}
 			if pt {
 				extra = append(extra, "kmirror.passthrough.enabled = true")
+			} else {
+				extra = append(extra, recordPath)
 			}
 			start := time.Now()
 			p := startKmirror(t, writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, extra...)))

@@ -19,7 +19,7 @@ import (
 
 // What a run measures.
 const (
-	Kmirror   = "kmirror"    // bin/kmirror run (record path)
+	Kmirror   = "kmirror"    // bin/kmirror run, record path (kmirror.passthrough.enabled = false)
 	KmirrorPT = "kmirror-pt" // the same with kmirror.passthrough.enabled = true
 	MM2       = "mm2"        // org.apache.kafka.connect.mirror.MirrorMaker
 	Limit     = "limit"      // ProducerPerformance straight to the target
@@ -43,8 +43,13 @@ func replName(r string) string {
 	return r
 }
 
-// PassthroughProperty is the line kmirror-pt adds to mm2.properties.
-const PassthroughProperty = "kmirror.passthrough.enabled = true"
+// PassthroughProperty is the line kmirror-pt adds to mm2.properties, and
+// RecordPathProperty the one kmirror adds (passthrough is kmirror's
+// default where a flow allows it).
+const (
+	PassthroughProperty = "kmirror.passthrough.enabled = true"
+	RecordPathProperty  = "kmirror.passthrough.enabled = false"
+)
 
 // MM2JVMOpts are those of Kafka's connect-mirror-maker.sh.
 var MM2JVMOpts = []string{"-Xms256m", "-Xmx2g"}
@@ -180,6 +185,9 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	base := filepath.Join(e.Dir, fmt.Sprintf("%s-r%d-%s", w.Name, round, repl))
 	props := base + ".properties"
 	body := MM2Properties(src, dst, e.Clusters.SourceFor(w), e.Clusters.Target, w, e.TasksMax)
+	if repl == Kmirror {
+		body += RecordPathProperty + "\n"
+	}
 	if repl == KmirrorPT {
 		body += PassthroughProperty + "\n"
 	}

@@ -331,9 +331,11 @@ keys and values), 1 MB = 10^6 bytes.
   and the harness waits until they are gone.
 - **Same file for all.** kmirror runs ` + "`kmirror run --clusters t<N> FILE`" + `,
   Apache MM2 runs ` + "`MirrorMaker FILE --clusters t<N>`" + ` (dedicated mode) on the
-  very same file; kmirror-pt is kmirror on that file plus the one line
-  ` + "`" + PassthroughProperty + "`" + ` (batches forwarded without decompression or
-  recompression, one batch in flight per partition). Everything not in it is each tool's default; the only
+  very same file, plus one line that picks its data path:
+  ` + "`" + RecordPathProperty + "`" + ` for kmirror (records decoded and re-encoded),
+  ` + "`" + PassthroughProperty + "`" + ` for kmirror-pt (batches forwarded without decompression or
+  recompression, up to 5 in flight per partition; kmirror's default where a
+  flow allows it). Everything not in it is each tool's default; the only
   defaults that differ on purpose are listed in docs/architecture.md (e.g.
   kmirror keeps offset syncs on the target).
 - **Alternating order.** Odd rounds run kmirror, kmirror-pt, MM2, even rounds

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,13 +64,48 @@ func (f *Flow) codecProducers(single bool, popts []kgo.Opt) (map[uint8]*kgo.Clie
 	return out, nil
 }
 
-// PassthroughKey turns passthrough on for a flow: source batches go to the
-// target as they are, without decompression and recompression. Flows that
-// are exactly-once or write the provenance header use the record path.
+// PassthroughKey chooses a flow's data path. Passthrough forwards source
+// batches to the target as they are, without decompression and
+// recompression; the record path decodes and re-encodes every record.
+// "auto" (the default) and "true" use passthrough wherever the flow needs
+// no per-record work: not exactly-once, no provenance header, a single
+// worker, no compression.type of its own for the target producer. "false"
+// always uses the record path.
 const PassthroughKey = "kmirror.passthrough.enabled"
 
-// Passthrough reports whether a flow asks for passthrough.
-func Passthrough(c *config.Flow) bool { return c.Settings[PassthroughKey] == "true" }
+// passthroughMode reads PassthroughKey: on is false only for "false".
+func passthroughMode(c *config.Flow) (on bool, err error) {
+	switch v := strings.ToLower(strings.TrimSpace(c.Settings[PassthroughKey])); v {
+	case "", "auto", "true":
+		return true, nil
+	case "false":
+		return false, nil
+	default:
+		raw, line := c.Position(PassthroughKey)
+		return false, &config.Error{File: c.File(), Line: line, Key: raw, Msg: fmt.Sprintf("want true, false or auto, not %q", v)}
+	}
+}
+
+// dataPath decides between passthrough and the record path, and says why
+// when a flow that may use passthrough cannot.
+func dataPathOf(c *config.Flow, eos, addOrigin, group bool) (passthrough bool, why string, err error) {
+	on, err := passthroughMode(c)
+	switch {
+	case err != nil:
+		return false, "", err
+	case !on:
+		return false, PassthroughKey + " = false", nil
+	case eos:
+		return false, "exactly-once", nil
+	case addOrigin:
+		return false, "the provenance header is written", nil
+	case group:
+		return false, "several workers (" + WorkersKey + " = group)", nil
+	case c.TargetProducer["compression.type"] != "":
+		return false, "the target producer sets compression.type", nil
+	}
+	return true, "", nil
+}
 
 // StartGroupKey names a consumer group on the source whose committed
 // offsets are where partitions without progress start (what `kmirror mm1`

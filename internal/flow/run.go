@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/checkpoint"
@@ -108,7 +109,13 @@ func (r *running) build(ctx context.Context) error {
 	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
 		return err
 	}
-	usePT := Passthrough(c) && !eos && !f.opts.AddOrigin && r.group == ""
+	usePT, why, err := dataPathOf(c, eos, f.opts.AddOrigin, r.group != "")
+	if err != nil {
+		return err
+	}
+	if !usePT {
+		f.log.Info("record path: records are decoded and re-encoded", "because", why)
+	}
 	byCodec, err := f.codecProducers(eos || usePT, popts)
 	if err != nil {
 		return err
@@ -401,7 +408,18 @@ func (r *running) seedFromGroup(ctx context.Context) error {
 	if group == "" {
 		return nil
 	}
-	offs, err := r.srcAdm.FetchOffsets(ctx, group)
+	// The group's coordinator may be loading or moving (a broker just
+	// started): retriable errors are waited out for a while.
+	var offs kadm.OffsetResponses
+	var err error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		offs, err = r.srcAdm.FetchOffsets(ctx, group)
+		if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	if err != nil {
 		return fmt.Errorf("flow %s: reading the offsets of group %q on %s (%s): %w", r.c.Name(), group, r.c.Source, StartGroupKey, err)
 	}

@@ -143,6 +143,7 @@ type Pipeline struct {
 	stats    stats
 
 	ackedSince atomic.Int64
+	paused     atomic.Bool // Pause is in effect: no new fetches
 }
 
 // stats count what tests want to know happened; pl.mu guards them.
@@ -195,6 +196,7 @@ type partition struct {
 	seq      int32 // next base sequence under the current producer ID
 	retryAt  time.Time
 	retries  int
+	lastErr  error // the last produce error, or what stopped the partition
 
 	srcLeader, srcEpoch, tgtLeader int32
 	srcID, tgtID                   [16]byte
@@ -698,6 +700,9 @@ type fetchAsk struct {
 // startFetches sends one fetch to every source broker that leads a
 // partition with room in its buffer and has no fetch in flight.
 func (pl *Pipeline) startFetches(ctx context.Context) {
+	if pl.paused.Load() {
+		return
+	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	now := time.Now()
@@ -849,6 +854,9 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 	if len(rp.RecordBatches) == 0 {
 		return
 	}
+	if pl.paused.Load() {
+		return // fetched again from the same offset after Resume
+	}
 	items, next := pl.split(p, a, rp)
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -996,7 +1004,7 @@ func (pl *Pipeline) stopLocked(p *partition, err error) {
 	} else if len(p.queue) > 0 {
 		offset = p.queue[0].first
 	}
-	p.stopped = true
+	p.stopped, p.lastErr = true, err
 	pl.dropQueueLocked(p, false)
 	pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), "true").Inc()
 	pl.cfg.Log.Error("partition stopped: the record cannot be written to the target; fix the cause and restart kmirror",
@@ -1258,7 +1266,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 			p.queued -= int64(len(h.raw))
 			pl.buffered -= int64(len(h.raw))
 			p.done = max(p.done, h.last, h.advanceTo)
-			p.retries = 0
+			p.retries, p.lastErr = 0, nil
 			done = append(done, h)
 			if pl.cfg.Syncs != nil && h.dstBase >= 0 {
 				p.syncq = append(p.syncq, syncAck{b: h, base: h.dstBase})
@@ -1305,6 +1313,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		if isAny(err, metaErrs) || rp == nil {
 			pl.needMeta = true
 		}
+		p.lastErr = err
 		if idx == 0 || !isAny(err, headOnlyPIDErrs) {
 			p.retries++
 			p.retryAt = time.Now().Add(min(time.Duration(p.retries)*100*time.Millisecond, time.Second))

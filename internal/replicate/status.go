@@ -41,13 +41,18 @@ func (r *Replicator) Status() []PartitionStatus {
 		out = append(out, st)
 	}
 	r.mu.Unlock()
+	SortStatus(out)
+	return out
+}
+
+// SortStatus sorts partition states by topic, then partition.
+func SortStatus(out []PartitionStatus) {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Topic != out[j].Topic {
 			return out[i].Topic < out[j].Topic
 		}
 		return out[i].Partition < out[j].Partition
 	})
-	return out
 }
 
 // Pause stops fetching from the source; records in flight still complete
