@@ -29,8 +29,8 @@ Usage:
   kafka-local down [--dir RUNDIR] [--timeout 20s]
         stop every node started under RUNDIR (SIGTERM, then SIGKILL)
   kafka-local status [--dir RUNDIR]
-  kafka-local stop-node [--kill] [--dir RUNDIR] CLUSTER NODEID
-  kafka-local start-node [--dir RUNDIR] CLUSTER NODEID
+  kafka-local stop-node [--kill] [--dir RUNDIR] CLUSTER NODEID...
+  kafka-local start-node [--dir RUNDIR] CLUSTER NODEID...   (several start together)
   kafka-local libs      resolve the Kafka jars with Maven; print their folder
 
 RUNDIR defaults to .run/local in the repository.
@@ -130,29 +130,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if fs.Parse(args) != nil {
 			return 2
 		}
-		if fs.NArg() != 2 {
-			fmt.Fprintf(stderr, "kafka-local %s: want CLUSTER NODEID\n", cmd)
+		if fs.NArg() < 2 {
+			fmt.Fprintf(stderr, "kafka-local %s: want CLUSTER NODEID...\n", cmd)
 			return 2
 		}
-		id, err := strconv.Atoi(fs.Arg(1))
-		if err != nil {
-			return fail(stderr, fmt.Errorf("bad node id %q", fs.Arg(1)))
+		var ids []int32
+		for _, a := range fs.Args()[1:] {
+			id, err := strconv.Atoi(a)
+			if err != nil {
+				return fail(stderr, fmt.Errorf("bad node id %q", a))
+			}
+			ids = append(ids, int32(id))
 		}
 		r, err := kafkalocal.Load(*dir)
 		if err != nil {
 			return fail(stderr, err)
 		}
 		if cmd == "stop-node" {
-			err = r.StopNode(fs.Arg(0), int32(id), *kill, kafkalocal.DefaultStopTimeout)
+			for _, id := range ids {
+				if err = r.StopNode(fs.Arg(0), id, *kill, kafkalocal.DefaultStopTimeout); err != nil {
+					break
+				}
+			}
 		} else {
+			// Together: a quorum whose nodes all stopped needs a
+			// majority back before any of them serves.
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
-			err = r.StartNode(ctx, fs.Arg(0), int32(id), false)
+			err = r.StartNodes(ctx, fs.Arg(0), ids, false)
 		}
 		if err != nil {
 			return fail(stderr, err)
 		}
-		fmt.Fprintf(stdout, "%s: cluster %s node %d\n", cmd, fs.Arg(0), id)
+		fmt.Fprintf(stdout, "%s: cluster %s node(s) %v\n", cmd, fs.Arg(0), ids)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "kafka-local: unknown command %q\n\n%s", cmd, usage)
