@@ -53,6 +53,7 @@ func TestWorkersShareAndTakeOver(t *testing.T) {
 	waitFor(t, 60*time.Second, "records on the target", func() bool { return countOrZero(t, b, remote) > 2000 })
 	t.Logf("worker 1 was assigned %d partitions, worker 2 %d", owns(w1), owns(w2))
 	before := owns(w2)
+	logAtKill := len(strings.Split(w2.log.String(), "\n")) - 1
 	w1.kill()
 	time.Sleep(3 * time.Second)
 	stopProducing()
@@ -64,6 +65,24 @@ func TestWorkersShareAndTakeOver(t *testing.T) {
 	got := b.ReadAll(t, remote)
 	dups := checkNoLoss(t, want, got)
 	t.Logf("source %d records, target %d, duplicates after the takeover: %d; worker 2 was assigned %d partitions in all", len(want), len(got), dups, owns(w2))
+	// The partitions worker 2 took over resume where worker 1's saved
+	// progress stood (worker 2 reads it when they are assigned), not where
+	// worker 2 last looked, which was before worker 1 copied anything.
+	taken := 0
+	for _, l := range strings.Split(w2.log.String(), "\n")[logAtKill:] {
+		if !strings.Contains(l, "partition assigned to this worker") {
+			continue
+		}
+		taken++
+		i := strings.Index(l, " from=")
+		from, err := strconv.ParseInt(strings.Fields(l[i+len(" from="):])[0], 10, 64)
+		if i < 0 || err != nil || from <= 0 {
+			t.Errorf("a partition taken over did not resume from worker 1's progress: %s", l)
+		}
+	}
+	if taken == 0 {
+		t.Error("no partition assignment logged after the kill")
+	}
 	if owns(w2) <= before {
 		t.Errorf("worker 2 never took over worker 1's partitions: %d assignments before the kill, %d after", before, owns(w2))
 	}

@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/replicate"
 	"github.com/kmirror/kmirror/internal/topicsync"
 )
@@ -41,7 +43,9 @@ func GroupID(c *config.Flow) string {
 // which is created after the consumer; no callback fires before the first
 // topic is subscribed, and that happens after the replicator exists.
 type groupHooks struct {
-	rep *replicate.Replicator
+	rep   *replicate.Replicator
+	store *progress.Store
+	log   *slog.Logger
 
 	mu         sync.Mutex
 	remotes    map[string]string // source topic -> remote topic
@@ -59,7 +63,14 @@ func (h *groupHooks) options(group string, props map[string]string) []kgo.Opt {
 		kgo.ConsumerGroup(group),
 		kgo.DisableAutoCommit(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
-		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { h.rep.GroupAssigned(ctx, cl, m) }),
+		kgo.OnPartitionsAssigned(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			// Another worker may have saved progress for these
+			// partitions since this one last read it.
+			if err := h.store.CatchUp(ctx); err != nil {
+				h.log.Warn("reading the progress other workers saved failed; assigned partitions resume from older progress and copy some records again", "err", err)
+			}
+			h.rep.GroupAssigned(ctx, cl, m)
+		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { h.rep.GroupRevoked(ctx, cl, m) }),
 		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { h.rep.GroupRevoked(ctx, cl, m) }),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, m map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {

@@ -138,6 +138,7 @@ func (r *running) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("flow %s: %w", c.Name(), err)
 	}
+	r.hooks.store, r.hooks.log = r.store, f.log
 	if err := r.seedFromGroup(ctx); err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -36,9 +38,16 @@ type Store struct {
 	parts  int32
 	cl     *kgo.Client // producer on the target cluster, records carry their partition
 
+	connect []kgo.Opt // target connection, to read the topic again
+	log     *slog.Logger
+
 	mu    sync.Mutex
 	saved map[TP]int64
 	ids   map[string]string // source topic -> topic ID the progress belongs to
+	// read is where the last read of the topic ended, per partition;
+	// written holds the partitions this Store saved since CatchUp began.
+	read    map[int32]int64
+	written map[TP]bool
 }
 
 // Options describe where progress lives.
@@ -58,29 +67,71 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer}
-	if s.saved, s.ids, err = read(ctx, connect, o.Topic, o.Source, log); err != nil {
+	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, connect: connect, log: log}
+	s.saved, s.ids = make(map[TP]int64), make(map[string]string)
+	if s.read, err = read(ctx, connect, o.Topic, o.Source, nil, s.saved, s.ids, log); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
+// CatchUp reads what was written to the topic since the last read: the
+// saves of other workers sharing the flow, so that a partition handed over
+// by one resumes where that one left it rather than where this Store last
+// saw it. Partitions this Store saves meanwhile keep their own value.
+func (s *Store) CatchUp(ctx context.Context) error {
+	s.mu.Lock()
+	from := maps.Clone(s.read)
+	s.written = make(map[TP]bool)
+	s.mu.Unlock()
+	saved, ids := make(map[TP]int64), make(map[string]string)
+	ends, err := read(ctx, s.connect, s.topic, s.source, from, saved, ids, s.log)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	written := s.written
+	s.written = nil
+	if err != nil {
+		return err
+	}
+	for tp, off := range saved {
+		switch {
+		case written[tp]:
+		case off == deletedOffset:
+			delete(s.saved, tp)
+		default:
+			s.saved[tp] = off
+		}
+	}
+	for t, id := range ids {
+		if id == "" {
+			delete(s.ids, t)
+		} else {
+			s.ids[t] = id
+		}
+	}
+	s.read = ends
+	return nil
+}
+
 // Read returns the progress saved for source in topic, without writing
 // anything: what kmirror (or MM2) has copied, per source partition.
 func Read(ctx context.Context, connect []kgo.Opt, topic, source string, log *slog.Logger) (map[TP]int64, error) {
-	saved, _, err := read(ctx, connect, topic, source, log)
+	saved := make(map[TP]int64)
+	_, err := read(ctx, connect, topic, source, nil, saved, make(map[string]string), log)
 	return saved, err
 }
 
-func read(ctx context.Context, connect []kgo.Opt, offsetsTopic, source string, log *slog.Logger) (map[TP]int64, map[string]string, error) {
-	saved, ids := make(map[TP]int64), make(map[string]string)
-	err := readlog.ToEnd(ctx, connect, offsetsTopic, func(r *kgo.Record) {
+// read applies the records of source in offsetsTopic from the offsets in
+// from (the log start when nil) to saved and ids (an empty id means the
+// topic ID record was deleted) and returns where each partition ended.
+func read(ctx context.Context, connect []kgo.Opt, offsetsTopic, source string, from map[int32]int64, saved map[TP]int64, ids map[string]string, log *slog.Logger) (map[int32]int64, error) {
+	ends, err := readlog.From(ctx, connect, offsetsTopic, from, func(r *kgo.Record) {
 		if cluster, topic, ok := decodeTopicIDKey(r.Key); ok {
 			if cluster == source {
 				if id, ok := decodeTopicIDValue(r.Value); ok {
 					ids[topic] = id
 				} else {
-					delete(ids, topic)
+					ids[topic] = ""
 				}
 			}
 			return
@@ -98,7 +149,7 @@ func read(ctx context.Context, connect []kgo.Opt, offsetsTopic, source string, l
 		tp := TP{topic, part}
 		off, err := wire.DecodeOffsetValue(r.Value)
 		if errors.Is(err, wire.ErrOffsetDeleted) {
-			delete(saved, tp)
+			saved[tp] = deletedOffset
 			return
 		}
 		if err != nil {
@@ -108,10 +159,23 @@ func read(ctx context.Context, connect []kgo.Opt, offsetsTopic, source string, l
 		saved[tp] = off
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading progress from %s: %w", offsetsTopic, err)
+		return nil, fmt.Errorf("reading progress from %s: %w", offsetsTopic, err)
 	}
-	return saved, ids, nil
+	for tp, off := range saved {
+		if off == deletedOffset && from == nil {
+			delete(saved, tp)
+		}
+	}
+	for t, id := range ids {
+		if id == "" && from == nil {
+			delete(ids, t)
+		}
+	}
+	return ends, nil
 }
+
+// deletedOffset marks, while reading, progress whose record was deleted.
+const deletedOffset = math.MinInt64
 
 // Get returns the last replicated offset of tp, if any was saved.
 func (s *Store) Get(tp TP) (int64, bool) {
@@ -139,11 +203,7 @@ func (s *Store) Save(ctx context.Context, offsets map[TP]int64) error {
 	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("saving progress to %s: %w", s.topic, err)
 	}
-	s.mu.Lock()
-	for tp, off := range offsets {
-		s.saved[tp] = off
-	}
-	s.mu.Unlock()
+	s.Saved(offsets)
 	return nil
 }
 
@@ -170,6 +230,9 @@ func (s *Store) Saved(offsets map[TP]int64) {
 	defer s.mu.Unlock()
 	for tp, off := range offsets {
 		s.saved[tp] = off
+		if s.written != nil {
+			s.written[tp] = true
+		}
 	}
 }
 

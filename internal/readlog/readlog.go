@@ -18,44 +18,60 @@ import (
 // partition had when ToEnd began. connect holds the client options (bootstrap,
 // TLS, SASL) of the cluster that has the topic.
 func ToEnd(ctx context.Context, connect []kgo.Opt, topic string, fn func(*kgo.Record)) error {
+	_, err := From(ctx, connect, topic, nil, fn)
+	return err
+}
+
+// From is ToEnd from given offsets: partition p is read from starts[p] (its
+// log start when absent or below it). It returns where each partition
+// ended, to start the next read from.
+func From(ctx context.Context, connect []kgo.Opt, topic string, starts map[int32]int64, fn func(*kgo.Record)) (map[int32]int64, error) {
 	ends, err := committedEnds(ctx, connect, topic)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	starts := make(map[int32]kgo.Offset)
+	from := make(map[int32]kgo.Offset)
 	left := make(map[int32]int64)
+	done := make(map[int32]int64)
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			starts[o.Partition] = kgo.NewOffset().AtStart()
+		done[o.Partition] = o.Offset
+		if o.Offset > starts[o.Partition] {
+			from[o.Partition] = kgo.NewOffset().AtStart()
+			if s := starts[o.Partition]; s > 0 {
+				// Below the log start (compaction, retention) this
+				// resets to the start.
+				from[o.Partition] = kgo.NewOffset().At(s)
+			}
 			left[o.Partition] = o.Offset
 		}
 	})
 	if len(left) == 0 {
-		return nil
+		return done, nil
 	}
 	opts := append([]kgo.Opt{
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Control records are kept (and not passed to fn) so that a
 		// partition ending in a transaction marker is seen to be done.
 		kgo.KeepControlRecords(),
 	}, connect...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cl.Close()
 	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("reading %s: %w", topic, err)
+			return nil, fmt.Errorf("reading %s: %w", topic, err)
 		}
 		var ferr error
 		fs.EachError(func(_ string, p int32, err error) {
 			ferr = fmt.Errorf("reading %s partition %d: %w", topic, p, err)
 		})
 		if ferr != nil {
-			return ferr
+			return nil, ferr
 		}
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			end, ok := left[p.Partition]
@@ -72,7 +88,7 @@ func ToEnd(ctx context.Context, connect []kgo.Opt, topic string, fn func(*kgo.Re
 			}
 		})
 	}
-	return nil
+	return done, nil
 }
 
 // Partition calls fn for every committed record of one partition, in offset
