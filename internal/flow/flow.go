@@ -68,9 +68,9 @@ func (f *Flow) codecProducers(single bool, popts []kgo.Opt) (map[uint8]*kgo.Clie
 // batches to the target as they are, without decompression and
 // recompression; the record path decodes and re-encodes every record.
 // "auto" (the default) and "true" use passthrough wherever the flow needs
-// no per-record work: not exactly-once, no provenance header, a single
-// worker, no compression.type of its own for the target producer. "false"
-// always uses the record path.
+// no per-record work: not exactly-once, no provenance header, no
+// compression.type of its own for the target producer. "false" always uses
+// the record path.
 const PassthroughKey = "kmirror.passthrough.enabled"
 
 // passthroughMode reads PassthroughKey: on is false only for "false".
@@ -88,7 +88,7 @@ func passthroughMode(c *config.Flow) (on bool, err error) {
 
 // dataPath decides between passthrough and the record path, and says why
 // when a flow that may use passthrough cannot.
-func dataPathOf(c *config.Flow, eos, addOrigin, group bool) (passthrough bool, why string, err error) {
+func dataPathOf(c *config.Flow, eos, addOrigin bool) (passthrough bool, why string, err error) {
 	on, err := passthroughMode(c)
 	switch {
 	case err != nil:
@@ -99,8 +99,6 @@ func dataPathOf(c *config.Flow, eos, addOrigin, group bool) (passthrough bool, w
 		return false, "exactly-once", nil
 	case addOrigin:
 		return false, "the provenance header is written", nil
-	case group:
-		return false, "several workers (" + WorkersKey + " = group)", nil
 	case c.TargetProducer["compression.type"] != "":
 		return false, "the target producer sets compression.type", nil
 	}

@@ -61,21 +61,20 @@ func TestPositiveInt(t *testing.T) {
 func TestDataPathOf(t *testing.T) {
 	base := "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
 	tests := []struct {
-		name             string
-		body             string
-		eos, origin, grp bool
-		want             bool
-		why, err         string
+		name        string
+		body        string
+		eos, origin bool
+		want        bool
+		why, err    string
 	}{
-		{"default", base, false, false, false, true, "", ""},
-		{"auto", base + PassthroughKey + " = auto\n", false, false, false, true, "", ""},
-		{"true", base + "A->B." + PassthroughKey + " = true\n", false, false, false, true, "", ""},
-		{"false", base + PassthroughKey + " = false\n", false, false, false, false, PassthroughKey + " = false", ""},
-		{"exactly-once", base, true, false, false, false, "exactly-once", ""},
-		{"provenance header", base + PassthroughKey + " = true\n", false, true, false, false, "the provenance header is written", ""},
-		{"group", base, false, false, true, false, "several workers", ""},
-		{"target codec", base + "B.producer.compression.type = zstd\n", false, false, false, false, "compression.type", ""},
-		{"bad value", base + "\n" + PassthroughKey + " = yes\n", false, false, false, false, "", "test.properties:6: " + PassthroughKey},
+		{"default", base, false, false, true, "", ""},
+		{"auto", base + PassthroughKey + " = auto\n", false, false, true, "", ""},
+		{"true", base + "A->B." + PassthroughKey + " = true\n", false, false, true, "", ""},
+		{"false", base + PassthroughKey + " = false\n", false, false, false, PassthroughKey + " = false", ""},
+		{"exactly-once", base, true, false, false, "exactly-once", ""},
+		{"provenance header", base + PassthroughKey + " = true\n", false, true, false, "the provenance header is written", ""},
+		{"target codec", base + "B.producer.compression.type = zstd\n", false, false, false, "compression.type", ""},
+		{"bad value", base + "\n" + PassthroughKey + " = yes\n", false, false, false, "", "test.properties:6: " + PassthroughKey},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,7 +82,7 @@ func TestDataPathOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, why, err := dataPathOf(cfg.Flows[0], tt.eos, tt.origin, tt.grp)
+			got, why, err := dataPathOf(cfg.Flows[0], tt.eos, tt.origin)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("error %v, want one containing %q", err, tt.err)

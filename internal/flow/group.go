@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/passthrough"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/replicate"
 	"github.com/kmirror/kmirror/internal/topicsync"
@@ -43,9 +44,12 @@ func GroupID(c *config.Flow) string {
 // which is created after the consumer; no callback fires before the first
 // topic is subscribed, and that happens after the replicator exists.
 type groupHooks struct {
-	rep   *replicate.Replicator
+	rep   groupPath
 	store *progress.Store
 	log   *slog.Logger
+	// paused: the group consumer only spreads partitions and never
+	// fetches them (passthrough fetches on its own).
+	paused bool
 
 	mu         sync.Mutex
 	remotes    map[string]string // source topic -> remote topic
@@ -86,6 +90,102 @@ func (h *groupHooks) options(group string, props map[string]string) []kgo.Opt {
 	return opts
 }
 
+// groupPath is a data path that the group consumer's callbacks drive.
+type groupPath interface {
+	GroupAssigned(context.Context, *kgo.Client, map[string][]int32)
+	GroupRevoked(context.Context, *kgo.Client, map[string][]int32)
+	GroupOffsets(context.Context, map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error)
+}
+
+// ptGroup drives passthrough from the group's assignments. The group
+// consumer's own fetching is paused; the pipeline fetches the partitions
+// it is given.
+type ptGroup struct {
+	pl     *passthrough.Pipeline
+	store  *progress.Store
+	remote func(string) string
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	owned map[progress.TP]bool
+}
+
+func (g *ptGroup) GroupAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	var ps []replicate.Partition
+	g.mu.Lock()
+	for _, tp := range tpsOf(assigned) {
+		if g.owned[tp] {
+			continue
+		}
+		g.owned[tp] = true
+		ps = append(ps, replicate.Partition{TP: tp, Remote: g.remote(tp.Topic)})
+		from := int64(-1)
+		if saved, ok := g.store.Get(tp); ok && saved >= 0 {
+			from = saved + 1
+		}
+		g.log.Info("partition assigned to this worker", "topic", tp.Topic, "partition", tp.Partition, "remote", g.remote(tp.Topic), "from", from)
+	}
+	g.mu.Unlock()
+	g.pl.Assign(ps)
+}
+
+func (g *ptGroup) GroupRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	tps := tpsOf(revoked)
+	g.mu.Lock()
+	for _, tp := range tps {
+		delete(g.owned, tp)
+	}
+	g.mu.Unlock()
+	if len(tps) == 0 {
+		return
+	}
+	if err := g.pl.Revoke(ctx, tps); err != nil {
+		g.log.Warn("saving the progress of revoked partitions failed; the next owner copies some records again", "partitions", len(tps), "err", err)
+		return
+	}
+	g.log.Info("partitions handed back to the group", "partitions", len(tps))
+}
+
+// tpsOf lists the partitions of a group callback's map.
+func tpsOf(m map[string][]int32) []progress.TP {
+	var tps []progress.TP
+	for topic, parts := range m {
+		for _, part := range parts {
+			tps = append(tps, progress.TP{Topic: topic, Partition: part})
+		}
+	}
+	return tps
+}
+
+// GroupOffsets gives the paused group consumer positions it never uses.
+func (g *ptGroup) GroupOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for _, ps := range offsets {
+		for part := range ps {
+			ps[part] = kgo.NewOffset().AtStart()
+		}
+	}
+	return offsets, nil
+}
+
+// rewind stops the owned partitions of a re-created topic, so that they
+// start again from their reset progress once rewound is called.
+func (g *ptGroup) rewind(ctx context.Context, topic string) (rewound func(), err error) {
+	g.mu.Lock()
+	var tps []progress.TP
+	var ps []replicate.Partition
+	for tp := range g.owned {
+		if tp.Topic == topic {
+			tps = append(tps, tp)
+			ps = append(ps, replicate.Partition{TP: tp, Remote: g.remote(topic)})
+		}
+	}
+	g.mu.Unlock()
+	if err := g.pl.Revoke(ctx, tps); err != nil {
+		return nil, err
+	}
+	return func() { g.pl.Assign(ps) }, nil
+}
+
 // subscribe makes the group consumer follow the topics that are ready:
 // new ones are added, gone ones purged, and metadata is refreshed so that
 // added partitions reach the group.
@@ -120,6 +220,9 @@ func (f *Flow) subscribe(consumer, producer *kgo.Client, h *groupHooks, ts []top
 	}
 	producer.ForceMetadataRefresh()
 	if len(add) > 0 {
+		if h.paused {
+			consumer.PauseFetchTopics(add...) // before they are consumed
+		}
 		consumer.AddConsumeTopics(add...)
 	}
 	consumer.ForceMetadataRefresh()

@@ -109,7 +109,7 @@ func (r *running) build(ctx context.Context) error {
 	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
 		return err
 	}
-	usePT, why, err := dataPathOf(c, eos, f.opts.AddOrigin, r.group != "")
+	usePT, why, err := dataPathOf(c, eos, f.opts.AddOrigin)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (r *running) build(ctx context.Context) error {
 	}
 	if usePT {
 		f.log.Info("passthrough: source batches are forwarded without recompression")
-		r.rep = passthrough.New(passthrough.Config{
+		pl := passthrough.New(passthrough.Config{
 			SourceAlias: c.Source, TargetAlias: c.Target,
 			Source: r.consumer, SourceAdmin: r.srcAdm,
 			Target: r.producer, TargetAdmin: r.tgtAdm,
@@ -168,6 +168,11 @@ func (r *running) build(ctx context.Context) error {
 			PartitionMaxBytes: int32(positiveInt(c.SourceConsumer["max.partition.fetch.bytes"])),
 			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
 		})
+		r.rep = pl
+		if r.group != "" {
+			r.hooks.rep = &ptGroup{pl: pl, store: r.store, remote: r.hooks.remote, log: f.log, owned: make(map[progress.TP]bool)}
+			r.hooks.paused = true
+		}
 	} else {
 		rep := replicate.New(replicate.Config{
 			SourceAlias:   c.Source,
@@ -377,10 +382,19 @@ func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
 				delete(assigned, tp)
 			}
 		}
-		if r, ok := rep.(*replicate.Replicator); ok && grouped {
-			r.RewindTopic(ctx, t.Name)
-		} else if err := rep.Revoke(ctx, mine); err != nil {
-			return err
+		var rewound func()
+		switch g, isPT := r.hooks.rep.(*ptGroup); {
+		case grouped && isPT:
+			var err error
+			if rewound, err = g.rewind(ctx, t.Name); err != nil {
+				return err
+			}
+		case grouped:
+			rep.(*replicate.Replicator).RewindTopic(ctx, t.Name)
+		default:
+			if err := rep.Revoke(ctx, mine); err != nil {
+				return err
+			}
 		}
 		reset := make(map[progress.TP]int64)
 		for p := int32(0); p < t.Partitions; p++ {
@@ -395,6 +409,9 @@ func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
 		f.m.TopicsRecreated.WithLabelValues(f.cfg.Source, f.cfg.Target, t.Name).Inc()
 		if err := store.Save(ctx, reset); err != nil {
 			return err
+		}
+		if rewound != nil {
+			rewound()
 		}
 	}
 	return store.SaveTopicID(ctx, t.Name, t.ID)
