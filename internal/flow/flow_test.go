@@ -8,6 +8,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/progress"
 )
 
 func TestRoleDefaults(t *testing.T) {
@@ -94,6 +95,40 @@ func TestDataPathOf(t *testing.T) {
 			}
 			if got != tt.want || !strings.Contains(why, tt.why) {
 				t.Errorf("passthrough %v (%q), want %v (%q)", got, why, tt.want, tt.why)
+			}
+		})
+	}
+}
+
+func TestGroupLeader(t *testing.T) {
+	tests := []struct {
+		name       string
+		subscribed []string
+		owned      []progress.TP
+		want       bool
+	}{
+		{"nothing subscribed", nil, []progress.TP{{Topic: "a", Partition: 0}}, false},
+		{"owns partition 0 of the first topic", []string{"b", "a"}, []progress.TP{{Topic: "a", Partition: 0}}, true},
+		{"owns another partition of it", []string{"b", "a"}, []progress.TP{{Topic: "a", Partition: 1}, {Topic: "b", Partition: 0}}, false},
+		{"owns nothing", []string{"a"}, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &groupHooks{subscribed: map[string]bool{}}
+			for _, s := range tt.subscribed {
+				h.subscribed[s] = true
+			}
+			m := map[string][]int32{}
+			for _, tp := range tt.owned {
+				m[tp.Topic] = append(m[tp.Topic], tp.Partition)
+			}
+			h.track(m, true)
+			if got := h.leads(); got != tt.want {
+				t.Errorf("leads() = %v, want %v", got, tt.want)
+			}
+			h.track(m, false)
+			if h.leads() {
+				t.Error("still leads after its partitions were revoked")
 			}
 		})
 	}

@@ -54,6 +54,41 @@ type groupHooks struct {
 	mu         sync.Mutex
 	remotes    map[string]string // source topic -> remote topic
 	subscribed map[string]bool
+	owned      map[progress.TP]bool // assigned to this worker now
+}
+
+// track records what the group assigned to this worker (add) or took away.
+func (h *groupHooks) track(m map[string][]int32, add bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.owned == nil {
+		h.owned = make(map[progress.TP]bool)
+	}
+	for _, tp := range tpsOf(m) {
+		if add {
+			h.owned[tp] = true
+		} else {
+			delete(h.owned, tp)
+		}
+	}
+}
+
+// leads reports whether this worker runs the flow's checkpoints: the one
+// the group gave partition 0 of the first subscribed topic (by name). The
+// group coordinator gives a partition to one member at a time, so the role
+// moves with it when a worker dies or the group rebalances; in between,
+// two or none may run for a moment, which checkpoints tolerate (same
+// records, and group offsets only ever move forward).
+func (h *groupHooks) leads() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	first := ""
+	for t := range h.subscribed {
+		if first == "" || t < first {
+			first = t
+		}
+	}
+	return first != "" && h.owned[progress.TP{Topic: first, Partition: 0}]
 }
 
 func (h *groupHooks) remote(topic string) string {
@@ -73,10 +108,17 @@ func (h *groupHooks) options(group string, props map[string]string) []kgo.Opt {
 			if err := h.store.CatchUp(ctx); err != nil {
 				h.log.Warn("reading the progress other workers saved failed; assigned partitions resume from older progress and copy some records again", "err", err)
 			}
+			h.track(m, true)
 			h.rep.GroupAssigned(ctx, cl, m)
 		}),
-		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { h.rep.GroupRevoked(ctx, cl, m) }),
-		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) { h.rep.GroupRevoked(ctx, cl, m) }),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			h.track(m, false)
+			h.rep.GroupRevoked(ctx, cl, m)
+		}),
+		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			h.track(m, false)
+			h.rep.GroupRevoked(ctx, cl, m)
+		}),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, m map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 			return h.rep.GroupOffsets(ctx, m)
 		}),

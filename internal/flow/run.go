@@ -287,7 +287,11 @@ func (r *running) run(ctx context.Context) error {
 		side.Add(1)
 		go func() { defer side.Done(); sideErr <- hb.Run(loops) }()
 	}
-	if cp != nil {
+	switch {
+	case cp != nil && r.group != "":
+		side.Add(1)
+		go func() { defer side.Done(); r.leadCheckpoints(loops, stop, sideErr) }()
+	case cp != nil:
 		side.Add(1)
 		go func() {
 			defer side.Done()
@@ -359,6 +363,56 @@ func (r *running) run(ctx context.Context) error {
 	}
 	f.log.Info("flow stopped; progress saved")
 	return nil
+}
+
+// leadCheckpoints runs the checkpoint task, in group mode, only while this
+// worker leads the flow (groupHooks.leads), checking every few seconds: one
+// worker translates and syncs group offsets, not all of them at once.
+func (r *running) leadCheckpoints(ctx context.Context, stopFlow func(), errs chan<- error) {
+	var cancel context.CancelFunc
+	var done chan error
+	halt := func() {
+		if cancel != nil {
+			cancel()
+			<-done
+			cancel = nil
+		}
+	}
+	defer halt()
+	check := func() {
+		if cancel != nil {
+			select {
+			case err := <-done: // the task ended on its own: an error
+				cancel()
+				cancel = nil
+				if err != nil && ctx.Err() == nil {
+					errs <- fmt.Errorf("flow %s: checkpoints: %w", r.c.Name(), err)
+					stopFlow()
+				}
+				return
+			default:
+			}
+		}
+		switch lead := r.hooks.leads(); {
+		case lead && cancel == nil:
+			cp, err := checkpoint.New(checkpoint.Config{Flow: r.c, Metrics: r.f.m, Log: r.f.log})
+			if err != nil {
+				errs <- fmt.Errorf("flow %s: %w", r.c.Name(), err)
+				stopFlow()
+				return
+			}
+			r.f.log.Info("this worker leads the flow: it runs the checkpoints")
+			var cctx context.Context
+			cctx, cancel = context.WithCancel(ctx)
+			done = make(chan error, 1)
+			go func() { done <- cp.Run(cctx) }()
+		case !lead && cancel != nil:
+			r.f.log.Info("another worker leads the flow now: checkpoints stop here")
+			halt()
+		}
+	}
+	check()
+	r.f.every(ctx, 2*time.Second, check)
 }
 
 // checkTopicID notices a source topic that was deleted and re-created under
