@@ -73,6 +73,19 @@ func (h *groupHooks) track(m map[string][]int32, add bool) {
 	}
 }
 
+// ownedOf returns the partitions of topic assigned to this worker.
+func (h *groupHooks) ownedOf(topic string) []progress.TP {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var tps []progress.TP
+	for tp := range h.owned {
+		if tp.Topic == topic {
+			tps = append(tps, tp)
+		}
+	}
+	return tps
+}
+
 // leads reports whether this worker runs the flow's checkpoints: the one
 // the group gave partition 0 of the first subscribed topic (by name). The
 // group coordinator gives a partition to one member at a time, so the role
@@ -141,25 +154,17 @@ type groupPath interface {
 
 // ptGroup drives passthrough from the group's assignments. The group
 // consumer's own fetching is paused; the pipeline fetches the partitions
-// it is given.
+// it is given (Assign skips ones it has).
 type ptGroup struct {
 	pl     *passthrough.Pipeline
 	store  *progress.Store
 	remote func(string) string
 	log    *slog.Logger
-
-	mu    sync.Mutex
-	owned map[progress.TP]bool
 }
 
 func (g *ptGroup) GroupAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	var ps []replicate.Partition
-	g.mu.Lock()
 	for _, tp := range tpsOf(assigned) {
-		if g.owned[tp] {
-			continue
-		}
-		g.owned[tp] = true
 		ps = append(ps, replicate.Partition{TP: tp, Remote: g.remote(tp.Topic)})
 		from := int64(-1)
 		if saved, ok := g.store.Get(tp); ok && saved >= 0 {
@@ -167,17 +172,11 @@ func (g *ptGroup) GroupAssigned(_ context.Context, _ *kgo.Client, assigned map[s
 		}
 		g.log.Info("partition assigned to this worker", "topic", tp.Topic, "partition", tp.Partition, "remote", g.remote(tp.Topic), "from", from)
 	}
-	g.mu.Unlock()
 	g.pl.Assign(ps)
 }
 
 func (g *ptGroup) GroupRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	tps := tpsOf(revoked)
-	g.mu.Lock()
-	for _, tp := range tps {
-		delete(g.owned, tp)
-	}
-	g.mu.Unlock()
 	if len(tps) == 0 {
 		return
 	}
@@ -209,19 +208,13 @@ func (g *ptGroup) GroupOffsets(_ context.Context, offsets map[string]map[int32]k
 	return offsets, nil
 }
 
-// rewind stops the owned partitions of a re-created topic, so that they
-// start again from their reset progress once rewound is called.
-func (g *ptGroup) rewind(ctx context.Context, topic string) (rewound func(), err error) {
-	g.mu.Lock()
-	var tps []progress.TP
+// rewind stops tps, partitions of a re-created topic, so that they start
+// again from their reset progress once rewound is called.
+func (g *ptGroup) rewind(ctx context.Context, tps []progress.TP) (rewound func(), err error) {
 	var ps []replicate.Partition
-	for tp := range g.owned {
-		if tp.Topic == topic {
-			tps = append(tps, tp)
-			ps = append(ps, replicate.Partition{TP: tp, Remote: g.remote(topic)})
-		}
+	for _, tp := range tps {
+		ps = append(ps, replicate.Partition{TP: tp, Remote: g.remote(tp.Topic)})
 	}
-	g.mu.Unlock()
 	if err := g.pl.Revoke(ctx, tps); err != nil {
 		return nil, err
 	}

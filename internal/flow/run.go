@@ -170,7 +170,7 @@ func (r *running) build(ctx context.Context) error {
 		})
 		r.rep = pl
 		if r.group != "" {
-			r.hooks.rep = &ptGroup{pl: pl, store: r.store, remote: r.hooks.remote, log: f.log, owned: make(map[progress.TP]bool)}
+			r.hooks.rep = &ptGroup{pl: pl, store: r.store, remote: r.hooks.remote, log: f.log}
 			r.hooks.paused = true
 		}
 	} else {
@@ -440,7 +440,7 @@ func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
 		switch g, isPT := r.hooks.rep.(*ptGroup); {
 		case grouped && isPT:
 			var err error
-			if rewound, err = g.rewind(ctx, t.Name); err != nil {
+			if rewound, err = g.rewind(ctx, r.hooks.ownedOf(t.Name)); err != nil {
 				return err
 			}
 		case grouped:

@@ -69,9 +69,12 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 	}
 	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, connect: connect, log: log}
 	s.saved, s.ids = make(map[TP]int64), make(map[string]string)
-	if s.read, err = read(ctx, connect, o.Topic, o.Source, nil, s.saved, s.ids, log); err != nil {
+	ch, ends, err := read(ctx, connect, o.Topic, o.Source, nil, log)
+	if err != nil {
 		return nil, err
 	}
+	ch.applyTo(s.saved, s.ids, nil)
+	s.read = ends
 	return s, nil
 }
 
@@ -84,8 +87,7 @@ func (s *Store) CatchUp(ctx context.Context) error {
 	from := maps.Clone(s.read)
 	s.written = make(map[TP]bool)
 	s.mu.Unlock()
-	saved, ids := make(map[TP]int64), make(map[string]string)
-	ends, err := read(ctx, s.connect, s.topic, s.source, from, saved, ids, s.log)
+	ch, ends, err := read(ctx, s.connect, s.topic, s.source, from, s.log)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	written := s.written
@@ -93,22 +95,7 @@ func (s *Store) CatchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for tp, off := range saved {
-		switch {
-		case written[tp]:
-		case off == deletedOffset:
-			delete(s.saved, tp)
-		default:
-			s.saved[tp] = off
-		}
-	}
-	for t, id := range ids {
-		if id == "" {
-			delete(s.ids, t)
-		} else {
-			s.ids[t] = id
-		}
-	}
+	ch.applyTo(s.saved, s.ids, written)
 	s.read = ends
 	return nil
 }
@@ -116,23 +103,55 @@ func (s *Store) CatchUp(ctx context.Context) error {
 // Read returns the progress saved for source in topic, without writing
 // anything: what kmirror (or MM2) has copied, per source partition.
 func Read(ctx context.Context, connect []kgo.Opt, topic, source string, log *slog.Logger) (map[TP]int64, error) {
+	ch, _, err := read(ctx, connect, topic, source, nil, log)
+	if err != nil {
+		return nil, err
+	}
 	saved := make(map[TP]int64)
-	_, err := read(ctx, connect, topic, source, nil, saved, make(map[string]string), log)
-	return saved, err
+	ch.applyTo(saved, make(map[string]string), nil)
+	return saved, nil
 }
 
-// read applies the records of source in offsetsTopic from the offsets in
-// from (the log start when nil) to saved and ids (an empty id means the
-// topic ID record was deleted) and returns where each partition ended.
-func read(ctx context.Context, connect []kgo.Opt, offsetsTopic, source string, from map[int32]int64, saved map[TP]int64, ids map[string]string, log *slog.Logger) (map[int32]int64, error) {
+// changes is what one read of the offsets topic found for a source, the
+// newest record per key; deletedOffset and "" stand for deleted records.
+type changes struct {
+	saved map[TP]int64
+	ids   map[string]string
+}
+
+// deletedOffset marks progress whose record was deleted (a tombstone).
+const deletedOffset = math.MinInt64
+
+// applyTo merges c into saved and ids, leaving the partitions in skip as
+// they are.
+func (c changes) applyTo(saved map[TP]int64, ids map[string]string, skip map[TP]bool) {
+	for tp, off := range c.saved {
+		switch {
+		case skip[tp]:
+		case off == deletedOffset:
+			delete(saved, tp)
+		default:
+			saved[tp] = off
+		}
+	}
+	for t, id := range c.ids {
+		if id == "" {
+			delete(ids, t)
+		} else {
+			ids[t] = id
+		}
+	}
+}
+
+// read collects the records of source in offsetsTopic from the offsets in
+// from (the log start when nil) and returns where each partition ended.
+func read(ctx context.Context, connect []kgo.Opt, offsetsTopic, source string, from map[int32]int64, log *slog.Logger) (changes, map[int32]int64, error) {
+	ch := changes{saved: make(map[TP]int64), ids: make(map[string]string)}
 	ends, err := readlog.From(ctx, connect, offsetsTopic, from, func(r *kgo.Record) {
 		if cluster, topic, ok := decodeTopicIDKey(r.Key); ok {
 			if cluster == source {
-				if id, ok := decodeTopicIDValue(r.Value); ok {
-					ids[topic] = id
-				} else {
-					ids[topic] = ""
-				}
+				id, _ := decodeTopicIDValue(r.Value) // "" if deleted
+				ch.ids[topic] = id
 			}
 			return
 		}
@@ -149,33 +168,20 @@ func read(ctx context.Context, connect []kgo.Opt, offsetsTopic, source string, f
 		tp := TP{topic, part}
 		off, err := wire.DecodeOffsetValue(r.Value)
 		if errors.Is(err, wire.ErrOffsetDeleted) {
-			saved[tp] = deletedOffset
+			ch.saved[tp] = deletedOffset
 			return
 		}
 		if err != nil {
 			log.Warn("skipping malformed progress record", "topic", offsetsTopic, "partition", r.Partition, "offset", r.Offset, "key", string(r.Key), "err", err)
 			return
 		}
-		saved[tp] = off
+		ch.saved[tp] = off
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading progress from %s: %w", offsetsTopic, err)
+		return ch, nil, fmt.Errorf("reading progress from %s: %w", offsetsTopic, err)
 	}
-	for tp, off := range saved {
-		if off == deletedOffset && from == nil {
-			delete(saved, tp)
-		}
-	}
-	for t, id := range ids {
-		if id == "" && from == nil {
-			delete(ids, t)
-		}
-	}
-	return ends, nil
+	return ch, ends, nil
 }
-
-// deletedOffset marks, while reading, progress whose record was deleted.
-const deletedOffset = math.MinInt64
 
 // Get returns the last replicated offset of tp, if any was saved.
 func (s *Store) Get(tp TP) (int64, bool) {
