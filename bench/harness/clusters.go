@@ -157,12 +157,17 @@ func (c *Clusters) SourceFor(w Workload) string {
 	return c.Source
 }
 
-// Stop stops the proxies and every broker.
+// Stop stops the proxies and every broker and removes the brokers' data.
 func (c *Clusters) Stop() {
 	for _, p := range c.proxies {
 		p.Close()
 	}
 	kafkalocal.Down(c.Run.Dir, 30*time.Second)
+	// The brokers' logs stay; their data (gigabytes per run) goes.
+	dirs, _ := filepath.Glob(filepath.Join(c.Run.Dir, "*", "node-*", "data"))
+	for _, d := range dirs {
+		os.RemoveAll(d)
+	}
 }
 
 // BrokerPIDs are the process ids of the source and target brokers.

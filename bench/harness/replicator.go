@@ -98,11 +98,13 @@ type Env struct {
 	Kmirror  string // kmirror binary
 	Dir      string // logs and properties files of each run
 	Log      io.Writer
-	TasksMax int           // tasks.max in mm2.properties
-	Timeout  time.Duration // for one run to copy everything
-	seq      int
-	target   *kadm.Client
-	source   *kadm.Client
+	TasksMax int // tasks.max in mm2.properties
+	// KmirrorSet are lines added to kmirror's properties (Config.KmirrorSet).
+	KmirrorSet []string
+	Timeout    time.Duration // for one run to copy everything
+	seq        int
+	target     *kadm.Client
+	source     *kadm.Client
 }
 
 // Close releases the admin clients.
@@ -190,6 +192,11 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	}
 	if repl == KmirrorPT {
 		body += PassthroughProperty + "\n"
+	}
+	if repl == Kmirror || repl == KmirrorPT {
+		for _, l := range e.KmirrorSet {
+			body += l + "\n"
+		}
 	}
 	if err := os.WriteFile(props, []byte(body), 0o644); err != nil {
 		res.Error = err.Error()

@@ -33,6 +33,9 @@ type Config struct {
 	// limit run; 0 means DefaultLimitProcs of the workload.
 	LimitProcs int
 	TasksMax   int // tasks.max in mm2.properties
+	// KmirrorSet are properties lines added to kmirror's mm2.properties
+	// (both paths), for tuning experiments; the report lists them.
+	KmirrorSet []string
 	// Profile names the workloads on which the last round's kmirror and
 	// kmirror-pt runs are CPU-profiled.
 	Profile []string
@@ -61,6 +64,7 @@ type Meta struct {
 	Kafka        string    `json:"kafka"`
 	KmirrorRev   string    `json:"kmirror_rev"`
 	TasksMax     int       `json:"tasks_max"`
+	KmirrorSet   []string  `json:"kmirror_set,omitempty"`
 	WANRTTMillis float64   `json:"wan_rtt_ms,omitempty"` // wan's, in older results
 	// RTTMillis is the request round trip to the source through the
 	// proxy, per delayed workload.
@@ -149,7 +153,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		return nil, err
 	}
 	defer cl.Stop()
-	env := &Env{Clusters: cl, Libs: libs, Kmirror: bin, Dir: cfg.Dir, Log: cfg.Log, TasksMax: cfg.TasksMax, Timeout: cfg.Timeout}
+	env := &Env{Clusters: cl, Libs: libs, Kmirror: bin, Dir: cfg.Dir, Log: cfg.Log, TasksMax: cfg.TasksMax, KmirrorSet: cfg.KmirrorSet, Timeout: cfg.Timeout}
 	defer env.Close()
 
 	for _, w := range wls {
@@ -347,7 +351,7 @@ func LoadResults(path string) (*Results, error) {
 func meta(cfg Config, libs string, wls []Workload) Meta {
 	m := Meta{
 		Started: time.Now(), Quick: cfg.Quick, Rounds: cfg.Runs, Cores: runtime.NumCPU(),
-		Go: runtime.Version(), Kafka: kafkalocal.KafkaVersion, TasksMax: cfg.TasksMax,
+		Go: runtime.Version(), Kafka: kafkalocal.KafkaVersion, TasksMax: cfg.TasksMax, KmirrorSet: cfg.KmirrorSet,
 		Descriptions: map[string]string{}, BrokerJVM: BrokerJVMOpts, MM2JVM: MM2JVMOpts,
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {

@@ -105,6 +105,33 @@ func dataPathOf(c *config.Flow, eos, addOrigin bool) (passthrough bool, why stri
 	return true, "", nil
 }
 
+// FetchesKey is how many fetches passthrough keeps in flight to each
+// source broker, each on its own connection and for its share of the
+// partitions (1 to MaxFetches, default DefaultFetches). A Kafka broker
+// answers the requests of one connection one at a time, so with one fetch
+// a long round trip leaves the link idle between a response and the next
+// request; Kafka's own followers use num.replica.fetchers the same way.
+const FetchesKey = "kmirror.fetches.per.broker"
+
+// Bounds of FetchesKey.
+const (
+	DefaultFetches = 2
+	MaxFetches     = 8
+)
+
+func fetchesOf(c *config.Flow) (int, error) {
+	v, ok := c.Settings[FetchesKey]
+	if !ok || v == "" {
+		return DefaultFetches, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > MaxFetches {
+		raw, line := c.Position(FetchesKey)
+		return 0, &config.Error{File: c.File(), Line: line, Key: raw, Msg: fmt.Sprintf("want a whole number from 1 to %d, not %q", MaxFetches, v)}
+	}
+	return n, nil
+}
+
 // StartGroupKey names a consumer group on the source whose committed
 // offsets are where partitions without progress start (what `kmirror mm1`
 // sets from MM1's group.id). kmirror commits nothing to that group.

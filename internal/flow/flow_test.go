@@ -100,6 +100,41 @@ func TestDataPathOf(t *testing.T) {
 	}
 }
 
+func TestFetchesOf(t *testing.T) {
+	base := "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
+	tests := []struct {
+		name, body string
+		want       int
+		err        string
+	}{
+		{"default", base, DefaultFetches, ""},
+		{"top level", base + FetchesKey + " = 4\n", 4, ""},
+		{"per flow", base + "A->B." + FetchesKey + " = 1\n", 1, ""},
+		{"most", base + FetchesKey + " = 8\n", MaxFetches, ""},
+		{"zero", base + FetchesKey + " = 0\n", 0, "test.properties:5: " + FetchesKey},
+		{"too many", base + "A->B." + FetchesKey + " = 9\n", 0, "test.properties:5: A->B." + FetchesKey},
+		{"not a number", base + FetchesKey + " = two\n", 0, `not "two"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := config.Parse("test.properties", []byte(tt.body), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := fetchesOf(cfg.Flows[0])
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want one containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("fetchesOf = %d, %v; want %d", got, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestGroupLeader(t *testing.T) {
 	tests := []struct {
 		name       string

@@ -152,11 +152,23 @@ func (r *running) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	fetches, err := fetchesOf(c)
+	if err != nil {
+		return err
+	}
 	if usePT {
-		f.log.Info("passthrough: source batches are forwarded without recompression")
+		f.log.Info("passthrough: source batches are forwarded without recompression", "fetches_per_broker", fetches)
+		var more []*kgo.Client
+		for i := 1; i < fetches; i++ {
+			cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer)
+			if err != nil {
+				return err
+			}
+			more = append(more, cl)
+		}
 		pl := passthrough.New(passthrough.Config{
 			SourceAlias: c.Source, TargetAlias: c.Target,
-			Source: r.consumer, SourceAdmin: r.srcAdm,
+			Source: r.consumer, MoreSources: more, SourceAdmin: r.srcAdm,
 			Target: r.producer, TargetAdmin: r.tgtAdm,
 			Progress: r.store, Syncs: syncs,
 			StartAtEnd: startAtEnd,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,6 +33,63 @@ type faultCopy struct {
 	inject func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool)
 	// during runs beside the copy until it ends.
 	during func(ctx context.Context, dst *kfake.Cluster)
+	// lanes is the number of source clients (Config.MoreSources + 1);
+	// default 1. fetches counts the fetch requests each one sent.
+	lanes   int
+	fetches []atomic.Int64
+}
+
+// fetchCounter counts the fetch requests a client writes.
+type fetchCounter struct{ n *atomic.Int64 }
+
+func (c fetchCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Fetch) && err == nil {
+		c.n.Add(1)
+	}
+}
+
+// TestFetchLanes copies over three source clients: each carries the
+// fetches of its share of the partitions, and the target holds every
+// record once, in order.
+func TestFetchLanes(t *testing.T) {
+	fc := &faultCopy{lanes: 3, records: 4000}
+	fc.run(t)
+	busy := 0
+	for i := range fc.fetches {
+		n := fc.fetches[i].Load()
+		t.Logf("client %d: %d fetches", i, n)
+		if n > 0 {
+			busy++
+		}
+	}
+	// Two partitions of one topic take different lanes.
+	if busy != 2 {
+		t.Errorf("%d of the source clients fetched; want the two partitions on two lanes", busy)
+	}
+}
+
+func TestLaneOf(t *testing.T) {
+	for _, tt := range []struct {
+		topics, parts, lanes int
+	}{{1, 2, 2}, {4, 8, 2}, {4, 8, 4}, {3, 7, 3}, {1, 1, 1}, {2, 5, 8}} {
+		count := make([]int, tt.lanes)
+		for i := range tt.topics {
+			per := make([]int, tt.lanes)
+			for p := range tt.parts {
+				l := laneOf(progress.TP{Topic: fmt.Sprintf("topic-%d", i), Partition: int32(p)}, tt.lanes)
+				if l < 0 || l >= tt.lanes {
+					t.Fatalf("lane %d of %d", l, tt.lanes)
+				}
+				per[l]++
+				count[l]++
+			}
+			// Within a topic, lanes differ by at most one partition.
+			if slices.Max(per)-slices.Min(per) > 1 {
+				t.Errorf("%+v: topic %d spreads %v", tt, i, per)
+			}
+		}
+		t.Logf("%+v: %v", tt, count)
+	}
 }
 
 // errorResponse answers every partition of pr with code.
@@ -53,7 +111,7 @@ func errorResponse(pr *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
 // run copies the records and checks that the target holds exactly the
 // source's records, in order, once each. It returns the pipeline's stats
 // and how many produce requests the pipeline sent.
-func (fc faultCopy) run(t *testing.T) (stats, int64) {
+func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	t.Helper()
 	n := fc.records
 	if n == 0 {
@@ -123,8 +181,18 @@ func (fc faultCopy) run(t *testing.T) (stats, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fc.fetches = make([]atomic.Int64, max(fc.lanes, 1))
+	var fetchers []*kgo.Client
+	for i := range fc.fetches {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.WithHooks(fetchCounter{&fc.fetches[i]}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		fetchers = append(fetchers, cl)
+	}
 	// Small fetches: many batches per partition, several in flight.
-	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: srcCl, SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
+	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: fetchers[0], MoreSources: fetchers[1:], SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
 		Progress: store, Metrics: metrics.New(), Log: log, PartitionMaxBytes: 20000})
 	pl.Assign([]replicate.Partition{{TP: progress.TP{Topic: "t", Partition: 0}, Remote: "A.t"}, {TP: progress.TP{Topic: "t", Partition: 1}, Remote: "A.t"}})
 	rctx, rcancel := context.WithCancel(ctx)
@@ -205,13 +273,13 @@ func (fc faultCopy) run(t *testing.T) (stats, int64) {
 // not enough replicas) and a lost producer ID; every record arrives once,
 // in order.
 func TestProduceErrorsRetriedInOrder(t *testing.T) {
-	_, calls := faultCopy{inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+	_, calls := (&faultCopy{inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
 		if n%3 != 0 || n > 30 {
 			return nil, nil, false
 		}
 		code := []int16{kerr.NotLeaderForPartition.Code, kerr.NotEnoughReplicas.Code, kerr.UnknownProducerID.Code}[(n/3)%3]
 		return errorResponse(pr, code), nil, true
-	}}.run(t)
+	}}).run(t)
 	if calls < 9 {
 		t.Fatalf("only %d produce requests: the errors were not exercised", calls)
 	}
@@ -223,12 +291,12 @@ func TestProduceErrorsRetriedInOrder(t *testing.T) {
 // partition waits for its batches in flight and sends again from the
 // oldest unacknowledged one.
 func TestLaterBatchErrorsKeepProducerID(t *testing.T) {
-	st, _ := faultCopy{records: 4000, inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+	st, _ := (&faultCopy{records: 4000, inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
 		if n < 4 || n%5 != 0 || n > 60 {
 			return nil, nil, false
 		}
 		return errorResponse(pr, kerr.NotEnoughReplicas.Code), nil, true
-	}}.run(t)
+	}}).run(t)
 	if st.maxInflight < 2 {
 		t.Errorf("at most %d batches of a partition in flight; want pipelining", st.maxInflight)
 	}
@@ -247,7 +315,7 @@ func TestLaterBatchErrorsKeepProducerID(t *testing.T) {
 // producer state.
 func TestInjectedOutOfOrderOnLaterBatch(t *testing.T) {
 	var failedPrev atomic.Bool
-	st, _ := faultCopy{records: 4000, inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+	st, _ := (&faultCopy{records: 4000, inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
 		if failedPrev.Swap(false) {
 			return errorResponse(pr, kerr.OutOfOrderSequenceNumber.Code), nil, true
 		}
@@ -256,7 +324,7 @@ func TestInjectedOutOfOrderOnLaterBatch(t *testing.T) {
 			return errorResponse(pr, kerr.RequestTimedOut.Code), nil, true
 		}
 		return nil, nil, false
-	}}.run(t)
+	}}).run(t)
 	if st.laterErrs == 0 {
 		t.Error("no error on a later batch: the case was not exercised")
 	}
@@ -277,7 +345,7 @@ func TestOutOfOrderOnOldestBatchResetsProducer(t *testing.T) {
 	next := map[key]int32{}
 	lost := map[int64]bool{} // producers whose state the broker "lost"
 	injected := 0
-	st, _ := faultCopy{inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+	st, _ := (&faultCopy{inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
 		head, gone := true, false
 		var bs []kmsg.RecordBatch
 		var ks []key
@@ -308,7 +376,7 @@ func TestOutOfOrderOnOldestBatchResetsProducer(t *testing.T) {
 			}
 		}
 		return nil, nil, false
-	}}.run(t)
+	}}).run(t)
 	if injected == 0 {
 		t.Fatal("no request held only oldest batches: the case was not exercised")
 	}
@@ -321,12 +389,12 @@ func TestOutOfOrderOnOldestBatchResetsProducer(t *testing.T) {
 // now and then: the request and those pipelined behind it on the same
 // connection fail, and everything is sent again in order.
 func TestConnectionDropsWithSeveralInFlight(t *testing.T) {
-	st, _ := faultCopy{records: 4000, inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+	st, _ := (&faultCopy{records: 4000, inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
 		if n >= 4 && n%9 == 0 && n < 120 {
 			return nil, errors.New("injected connection drop"), true
 		}
 		return nil, nil, false
-	}}.run(t)
+	}}).run(t)
 	if st.maxInflight < 2 {
 		t.Errorf("at most %d batches of a partition in flight; want pipelining", st.maxInflight)
 	}
@@ -336,7 +404,7 @@ func TestConnectionDropsWithSeveralInFlight(t *testing.T) {
 // three brokers while batches are in flight: the old leader refuses them,
 // the new one may see later batches first.
 func TestLeaderMovesWithSeveralInFlight(t *testing.T) {
-	faultCopy{brokers: 3, records: 6000, during: func(ctx context.Context, dst *kfake.Cluster) {
+	(&faultCopy{brokers: 3, records: 6000, during: func(ctx context.Context, dst *kfake.Cluster) {
 		for i := 0; ; i++ {
 			select {
 			case <-ctx.Done():
@@ -348,5 +416,5 @@ func TestLeaderMovesWithSeveralInFlight(t *testing.T) {
 				_ = dst.MoveTopicPartition("A.t", p, (cur+1+int32(i%2))%3)
 			}
 		}
-	}}.run(t)
+	}}).run(t)
 }

@@ -80,6 +80,12 @@ type Config struct {
 	// Source is any client of the source cluster; only its connections
 	// and metadata are used.
 	Source *kgo.Client
+	// MoreSources are further clients of the source cluster. Each adds a
+	// fetch in flight per source broker on its own connection (a broker
+	// answers the requests of one connection one at a time), for the
+	// share of the partitions whose lane it is: over a long round trip
+	// one fetch at a time leaves the link idle while a request travels.
+	MoreSources []*kgo.Client
 	// SourceAdmin lists offsets and reads source metadata.
 	SourceAdmin *kadm.Client
 	// Target is any client of the target cluster; only its connections
@@ -131,7 +137,8 @@ type Pipeline struct {
 	needPID   bool
 	needMeta  bool
 	lastMeta  time.Time
-	fetching  map[int32]bool // source brokers with a fetch in flight
+	sources   []*kgo.Client // Source, then MoreSources: one per lane
+	fetching  map[lane]bool // lanes with a fetch in flight
 	fetchesIn int
 	producing map[int32]int // target brokers: produce requests in flight
 	produceIn int
@@ -267,7 +274,8 @@ func New(cfg Config) *Pipeline {
 		wakeC:     make(chan struct{}, 1),
 		parts:     make(map[progress.TP]*partition),
 		pid:       -1,
-		fetching:  make(map[int32]bool),
+		sources:   append([]*kgo.Client{cfg.Source}, cfg.MoreSources...),
+		fetching:  make(map[lane]bool),
 		producing: make(map[int32]int),
 	}
 }
@@ -689,6 +697,26 @@ func (pl *Pipeline) skipLocked(p *partition, off int64) {
 	}
 }
 
+// lane is one fetch stream to a source broker: the client whose
+// connection carries it, and so the partitions whose laneOf it is.
+type lane struct {
+	broker int32
+	client int
+}
+
+// laneOf spreads the partitions of a topic over n lanes: consecutive
+// partitions take turns, so that a topic's partitions split evenly.
+func laneOf(tp progress.TP, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for i := 0; i < len(tp.Topic); i++ {
+		h = (h ^ uint32(tp.Topic[i])) * 16777619
+	}
+	return int((h + uint32(tp.Partition)) % uint32(n))
+}
+
 // fetchAsk is what one fetch asked of a partition.
 type fetchAsk struct {
 	p        *partition
@@ -697,8 +725,8 @@ type fetchAsk struct {
 	maxBytes int
 }
 
-// startFetches sends one fetch to every source broker that leads a
-// partition with room in its buffer and has no fetch in flight.
+// startFetches sends one fetch on every lane that has a partition with
+// room in its buffer and no fetch in flight.
 func (pl *Pipeline) startFetches(ctx context.Context) {
 	if pl.paused.Load() {
 		return
@@ -706,21 +734,25 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	now := time.Now()
-	led := map[int32]int{} // partitions fetched from each broker
+	n := len(pl.sources)
+	led := map[lane]int{} // partitions fetched on each lane
 	for _, p := range pl.parts {
 		if !p.stopped && !p.revoked && p.srcLeader >= 0 {
-			led[p.srcLeader]++
+			led[lane{p.srcLeader, laneOf(p.tp, n)}]++
 		}
 	}
-	byBroker := map[int32][]*partition{}
+	byLane := map[lane][]*partition{}
 	for _, p := range pl.parts {
-		if p.stopped || p.stopAfter != nil || p.revoked || p.fetching || p.outOfRange || p.next < 0 || p.srcLeader < 0 ||
-			p.queued >= 4*int64(pl.partitionBytes(led[p.srcLeader])) || now.Before(p.retryAt) || pl.fetching[p.srcLeader] {
+		if p.stopped || p.stopAfter != nil || p.revoked || p.fetching || p.outOfRange || p.next < 0 || p.srcLeader < 0 || now.Before(p.retryAt) {
 			continue
 		}
-		byBroker[p.srcLeader] = append(byBroker[p.srcLeader], p)
+		l := lane{p.srcLeader, laneOf(p.tp, n)}
+		if pl.fetching[l] || p.queued >= 4*int64(pl.partitionBytes(led[l])) {
+			continue
+		}
+		byLane[l] = append(byLane[l], p)
 	}
-	for broker, ps := range byBroker {
+	for l, ps := range byLane {
 		if pl.buffered > 0 && pl.buffered+int64(pl.fetchesIn+1)*int64(pl.cfg.FetchMaxBytes) > pl.cfg.BufferBytes {
 			return
 		}
@@ -729,7 +761,7 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 		req.MinBytes = 1
 		req.MaxBytes = pl.cfg.FetchMaxBytes
 		req.IsolationLevel = 1 // read_committed
-		partBytes := pl.partitionBytes(led[broker])
+		partBytes := pl.partitionBytes(led[l])
 		asks := map[progress.TP]fetchAsk{}
 		byTopic := map[string]int{}
 		for _, p := range ps {
@@ -750,15 +782,15 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 			asks[p.tp] = fetchAsk{p: p, offset: p.next, gen: p.gen, maxBytes: p.maxBytes}
 			p.fetching = true
 		}
-		pl.fetching[broker] = true
+		pl.fetching[l] = true
 		pl.fetchesIn++
 		pl.wg.Add(1)
-		go pl.fetch(ctx, broker, req, asks)
+		go pl.fetch(ctx, l, req, asks)
 	}
 }
 
-// partitionBytes is the most one partition may fill of a fetch from a
-// broker that leads n of the assigned partitions: the configured value, or
+// partitionBytes is the most one partition may fill of a fetch on a lane
+// that carries n of the assigned partitions: the configured value, or
 // an equal share of the fetch, at least DefaultPartitionMaxBytes and at
 // most MaxAutoPartitionBytes. The buffer bound (BufferBytes) still holds.
 func (pl *Pipeline) partitionBytes(n int) int32 {
@@ -770,11 +802,11 @@ func (pl *Pipeline) partitionBytes(n int) int32 {
 }
 
 // fetch runs one fetch request and hands each partition's data on.
-func (pl *Pipeline) fetch(ctx context.Context, broker int32, req *kmsg.FetchRequest, asks map[progress.TP]fetchAsk) {
+func (pl *Pipeline) fetch(ctx context.Context, l lane, req *kmsg.FetchRequest, asks map[progress.TP]fetchAsk) {
 	defer pl.wg.Done()
 	defer func() {
 		pl.mu.Lock()
-		delete(pl.fetching, broker)
+		delete(pl.fetching, l)
 		pl.fetchesIn--
 		for _, a := range asks {
 			a.p.fetching = false
@@ -786,7 +818,7 @@ func (pl *Pipeline) fetch(ctx context.Context, broker int32, req *kmsg.FetchRequ
 	for _, t := range req.Topics {
 		byID[t.TopicID] = t.Topic
 	}
-	resp, err := pl.cfg.Source.Broker(int(broker)).Request(ctx, req)
+	resp, err := pl.sources[l.client].Broker(int(l.broker)).Request(ctx, req)
 	if err == nil {
 		if fr := resp.(*kmsg.FetchResponse); fr.ErrorCode != 0 {
 			err = kerr.ErrorForCode(fr.ErrorCode)
@@ -794,7 +826,7 @@ func (pl *Pipeline) fetch(ctx context.Context, broker int32, req *kmsg.FetchRequ
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			pl.cfg.Log.Warn("passthrough: fetch failed; refreshing metadata", "broker", broker, "err", err)
+			pl.cfg.Log.Warn("passthrough: fetch failed; refreshing metadata", "broker", l.broker, "err", err)
 			pl.mu.Lock()
 			pl.needMeta = true
 			for _, a := range asks {

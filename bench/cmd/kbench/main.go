@@ -36,18 +36,21 @@ Usage:
 Run flags:
   --quick             a few seconds per run (CI smoke test)
   --runs N            rounds per workload (default 3)
-  --workloads LIST    comma-separated: small,kb,wan,zstd,keys-headers,wan-few (default all)
+  --workloads LIST    comma-separated: small,kb,wan,zstd,keys-headers,kb-raw,wan-raw,wan-few (default all)
   --replicators LIST  kmirror,kmirror-pt,mm2 (default all three)
   --no-limit          skip the ProducerPerformance limit runs
-  --limit-on LIST     run the limit only on these workloads (default small,kb)
+  --limit-on LIST     run the limit only on these workloads (default small,kb,kb-raw)
   --limit-procs N     parallel ProducerPerformance processes of a limit run,
                       each writing its share to its own topic (default: the
                       workload's topic count, at least 2; 1 is the single
                       producer of earlier reports)
   --profile LIST      CPU-profile the last round's kmirror and kmirror-pt runs
-                      on these workloads (default kb,kb-lz4,kb-zstd; "" for none)
+                      on these workloads (default kb,zstd,kb-raw; "" for none)
   --tasks-max N       tasks.max in mm2.properties (default 4)
   --out DIR           results folder (default bench/results/<time>)
+  --kmirror-set LINE  add a properties line to kmirror's mm2.properties, e.g.
+                      "kmirror.fetches.per.broker = 1" (repeatable; for
+                      tuning experiments, listed in the report)
   --docs DIR          also write benchmarks.md and benchmarks.png into DIR
 `
 
@@ -81,11 +84,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		wls := fs.String("workloads", "", "comma-separated workloads")
 		repls := fs.String("replicators", "", "comma-separated replicators")
 		noLimit := fs.Bool("no-limit", false, "skip the ProducerPerformance limit")
-		limitOn := fs.String("limit-on", "small,kb", "workloads with a limit run")
+		limitOn := fs.String("limit-on", "small,kb,kb-raw", "workloads with a limit run")
 		limitProcs := fs.Int("limit-procs", 0, "parallel ProducerPerformance processes of a limit run (0: the workload's topic count, at least 2)")
 		tasks := fs.Int("tasks-max", 4, "tasks.max in mm2.properties")
-		profile := fs.String("profile", "kb,kb-lz4,kb-zstd", "workloads whose last-round kmirror runs are CPU-profiled")
+		profile := fs.String("profile", "kb,zstd,kb-raw", "workloads whose last-round kmirror runs are CPU-profiled")
 		out := fs.String("out", "", "results folder")
+		var set listFlag
+		fs.Var(&set, "kmirror-set", "a properties line added to kmirror's mm2.properties (repeatable)")
 		if fs.Parse(args) != nil {
 			return 2
 		}
@@ -98,7 +103,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg := harness.Config{
 			Root: root, Dir: *out, Workloads: split(*wls), Replicators: split(*repls),
-			Runs: *runs, Quick: *quick, Limit: !*noLimit, LimitOn: split(*limitOn), LimitProcs: *limitProcs, TasksMax: *tasks, Profile: split(*profile), Log: stderr,
+			Runs: *runs, Quick: *quick, Limit: !*noLimit, LimitOn: split(*limitOn), LimitProcs: *limitProcs, TasksMax: *tasks, Profile: split(*profile), KmirrorSet: set, Log: stderr,
 		}
 		res, err := harness.Run(ctx, cfg)
 		if res != nil && *docs != "" {
@@ -176,3 +181,9 @@ func readAnalysis(root string) string {
 	}
 	return string(b)
 }
+
+// listFlag collects the values of a repeated flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, "; ") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
