@@ -1,8 +1,11 @@
 package flow
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -166,5 +169,53 @@ func TestGroupLeader(t *testing.T) {
 				t.Error("still leads after its partitions were revoked")
 			}
 		})
+	}
+}
+
+// TestPeriodicFollowsLead runs a job that only the leading worker may run:
+// nothing while it does not lead, at once and then every interval while it
+// does, nothing again after it stopped leading.
+func TestPeriodicFollowsLead(t *testing.T) {
+	var leading atomic.Bool
+	var runs atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		periodic(ctx, 30*time.Millisecond, 5*time.Millisecond, leading.Load, func() { runs.Add(1) })
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("%d runs while not leading", n)
+	}
+	leading.Store(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for runs.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := runs.Load(); n < 3 {
+		t.Fatalf("%d runs in 5 s while leading, want it every 30 ms", n)
+	}
+	leading.Store(false)
+	time.Sleep(20 * time.Millisecond) // a run already under way may end
+	n := runs.Load()
+	time.Sleep(100 * time.Millisecond)
+	if m := runs.Load(); m != n {
+		t.Errorf("%d more runs after leading ended", m-n)
+	}
+	cancel()
+	<-done
+
+	// Without a lead function it runs at once, whoever leads.
+	runs.Store(0)
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go periodic(ctx, time.Hour, time.Millisecond, nil, func() { runs.Add(1) })
+	deadline = time.Now().Add(5 * time.Second)
+	for runs.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if runs.Load() != 1 {
+		t.Errorf("%d runs without a lead function, want 1 at once", runs.Load())
 	}
 }

@@ -156,16 +156,24 @@ func (r *running) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if usePT {
-		f.log.Info("passthrough: source batches are forwarded without recompression", "fetches_per_broker", fetches)
-		var more []*kgo.Client
+	// More source clients, one per fetch lane after the first. The
+	// record path in group mode fetches with the group consumer alone.
+	var more []*kgo.Client
+	if usePT || r.group == "" {
 		for i := 1; i < fetches; i++ {
-			cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer)
+			var o []kgo.Opt // passthrough: transport and metadata only
+			if !usePT {
+				o = copts // direct consumers like r.consumer (no group here)
+			}
+			cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer, o...)
 			if err != nil {
 				return err
 			}
 			more = append(more, cl)
 		}
+	}
+	if usePT {
+		f.log.Info("passthrough: source batches are forwarded without recompression", "fetches_per_broker", fetches)
 		pl := passthrough.New(passthrough.Config{
 			SourceAlias: c.Source, TargetAlias: c.Target,
 			Source: r.consumer, MoreSources: more, SourceAdmin: r.srcAdm,
@@ -190,6 +198,7 @@ func (r *running) build(ctx context.Context) error {
 			SourceAlias:   c.Source,
 			TargetAlias:   c.Target,
 			Source:        r.consumer,
+			MoreSources:   more,
 			SourceAdmin:   r.srcAdm,
 			Target:        r.producer,
 			ByCodec:       byCodec,
@@ -339,7 +348,12 @@ func (r *running) run(ctx context.Context) error {
 		})
 	}
 	// Topic configs and ACLs follow the source, at start and on their
-	// intervals, as MM2's syncTopicConfigs and syncTopicAcls do.
+	// intervals, as MM2's syncTopicConfigs and syncTopicAcls do; in group
+	// mode only the worker that leads the flow does it.
+	var lead func() bool
+	if r.group != "" {
+		lead = r.hooks.leads
+	}
 	for _, job := range []struct {
 		on   bool
 		d    time.Duration
@@ -357,7 +371,7 @@ func (r *running) run(ctx context.Context) error {
 				f.log.Warn("syncing "+job.name+" failed; retrying at the next interval", "err", err)
 			}
 		}
-		go func() { run(); f.every(loops, job.d, run) }()
+		go periodic(loops, job.d, 2*time.Second, lead, run)
 	}
 	f.log.Info("flow started", "source", c.Source, "target", c.Target, "partitions", len(r.assigned))
 	err = r.rep.Run(loops, f.opts.Drain)
@@ -375,6 +389,30 @@ func (r *running) run(ctx context.Context) error {
 	}
 	f.log.Info("flow stopped; progress saved")
 	return nil
+}
+
+// periodic runs fn at once and then every d until ctx ends. With lead set
+// (group mode), fn runs only while lead reports true, checked every check:
+// at once when this worker comes to lead, then every d.
+func periodic(ctx context.Context, d, check time.Duration, lead func() bool, fn func()) {
+	every := d
+	if lead != nil {
+		every = min(d, check)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var last time.Time
+	for {
+		if lead == nil || (lead() && (last.IsZero() || time.Since(last) >= d)) {
+			last = time.Now()
+			fn()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // leadCheckpoints runs the checkpoint task, in group mode, only while this

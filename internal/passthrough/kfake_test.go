@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,30 +64,6 @@ func TestFetchLanes(t *testing.T) {
 	// Two partitions of one topic take different lanes.
 	if busy != 2 {
 		t.Errorf("%d of the source clients fetched; want the two partitions on two lanes", busy)
-	}
-}
-
-func TestLaneOf(t *testing.T) {
-	for _, tt := range []struct {
-		topics, parts, lanes int
-	}{{1, 2, 2}, {4, 8, 2}, {4, 8, 4}, {3, 7, 3}, {1, 1, 1}, {2, 5, 8}} {
-		count := make([]int, tt.lanes)
-		for i := range tt.topics {
-			per := make([]int, tt.lanes)
-			for p := range tt.parts {
-				l := laneOf(progress.TP{Topic: fmt.Sprintf("topic-%d", i), Partition: int32(p)}, tt.lanes)
-				if l < 0 || l >= tt.lanes {
-					t.Fatalf("lane %d of %d", l, tt.lanes)
-				}
-				per[l]++
-				count[l]++
-			}
-			// Within a topic, lanes differ by at most one partition.
-			if slices.Max(per)-slices.Min(per) > 1 {
-				t.Errorf("%+v: topic %d spreads %v", tt, i, per)
-			}
-		}
-		t.Logf("%+v: %v", tt, count)
 	}
 }
 

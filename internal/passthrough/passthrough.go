@@ -698,23 +698,10 @@ func (pl *Pipeline) skipLocked(p *partition, off int64) {
 }
 
 // lane is one fetch stream to a source broker: the client whose
-// connection carries it, and so the partitions whose laneOf it is.
+// connection carries it, and so the partitions whose replicate.Lane it is.
 type lane struct {
 	broker int32
 	client int
-}
-
-// laneOf spreads the partitions of a topic over n lanes: consecutive
-// partitions take turns, so that a topic's partitions split evenly.
-func laneOf(tp progress.TP, n int) int {
-	if n <= 1 {
-		return 0
-	}
-	h := uint32(2166136261)
-	for i := 0; i < len(tp.Topic); i++ {
-		h = (h ^ uint32(tp.Topic[i])) * 16777619
-	}
-	return int((h + uint32(tp.Partition)) % uint32(n))
 }
 
 // fetchAsk is what one fetch asked of a partition.
@@ -738,7 +725,7 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 	led := map[lane]int{} // partitions fetched on each lane
 	for _, p := range pl.parts {
 		if !p.stopped && !p.revoked && p.srcLeader >= 0 {
-			led[lane{p.srcLeader, laneOf(p.tp, n)}]++
+			led[lane{p.srcLeader, replicate.Lane(p.tp, n)}]++
 		}
 	}
 	byLane := map[lane][]*partition{}
@@ -746,7 +733,7 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 		if p.stopped || p.stopAfter != nil || p.revoked || p.fetching || p.outOfRange || p.next < 0 || p.srcLeader < 0 || now.Before(p.retryAt) {
 			continue
 		}
-		l := lane{p.srcLeader, laneOf(p.tp, n)}
+		l := lane{p.srcLeader, replicate.Lane(p.tp, n)}
 		if pl.fetching[l] || p.queued >= 4*int64(pl.partitionBytes(led[l])) {
 			continue
 		}

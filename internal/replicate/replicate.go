@@ -39,6 +39,10 @@ type Config struct {
 	// Source consumes (a direct consumer: no group), read_committed, with
 	// control records kept and kgo.NoResetOffset as reset offset.
 	Source *kgo.Client
+	// MoreSources are further direct consumers like Source, not used in
+	// group mode. The partitions are spread over Source and them (Lane),
+	// so that each source broker has one fetch in flight per client.
+	MoreSources []*kgo.Client
 	// SourceAdmin lists offsets when a partition's position fell off the log.
 	SourceAdmin *kadm.Client
 	// Target produces: idempotent, acks=all, records carry their partition.
@@ -81,7 +85,8 @@ type Partition struct {
 
 // Replicator runs the record path of one flow.
 type Replicator struct {
-	cfg Config
+	cfg     Config
+	sources []*kgo.Client // Source, then MoreSources: one per lane
 
 	mu       sync.Mutex
 	parts    map[progress.TP]*partition
@@ -99,7 +104,47 @@ type Replicator struct {
 
 // New returns a Replicator; call Run to start it.
 func New(cfg Config) *Replicator {
-	return &Replicator{cfg: cfg, parts: make(map[progress.TP]*partition), commits: make(chan commitRequest, 8)}
+	sources := []*kgo.Client{cfg.Source}
+	if !cfg.Group {
+		sources = append(sources, cfg.MoreSources...)
+	}
+	return &Replicator{cfg: cfg, sources: sources, parts: make(map[progress.TP]*partition), commits: make(chan commitRequest, 8)}
+}
+
+// Lane spreads the partitions of a topic over n fetch lanes: consecutive
+// partitions take turns, so that a topic's partitions split evenly.
+func Lane(tp progress.TP, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := uint32(2166136261) // FNV-1a of the topic name
+	for i := 0; i < len(tp.Topic); i++ {
+		h = (h ^ uint32(tp.Topic[i])) * 16777619
+	}
+	return int((h + uint32(tp.Partition)) % uint32(n))
+}
+
+// source is the client that fetches tp.
+func (r *Replicator) source(tp progress.TP) *kgo.Client {
+	return r.sources[Lane(tp, len(r.sources))]
+}
+
+// byLane splits partitions by the client that fetches them.
+func byLane[V any](r *Replicator, m map[string]map[int32]V) []map[string]map[int32]V {
+	out := make([]map[string]map[int32]V, len(r.sources))
+	for topic, ps := range m {
+		for part, v := range ps {
+			i := Lane(progress.TP{Topic: topic, Partition: part}, len(r.sources))
+			if out[i] == nil {
+				out[i] = make(map[string]map[int32]V)
+			}
+			if out[i][topic] == nil {
+				out[i][topic] = make(map[int32]V)
+			}
+			out[i][topic][part] = v
+		}
+	}
+	return out
 }
 
 // partition is the state of one assigned source partition.
@@ -165,13 +210,16 @@ func (r *Replicator) Assign(ps []Partition) {
 		r.cfg.Log.Info("replicating partition", "topic", a.TP.Topic, "partition", a.TP.Partition, "remote", a.Remote, "from", from)
 	}
 	r.mu.Unlock()
-	if len(add) > 0 {
+	for i, m := range byLane(r, add) {
+		if len(m) == 0 {
+			continue
+		}
 		if r.paused.Load() {
-			for t := range add {
-				r.cfg.Source.PauseFetchTopics(t)
+			for t := range m {
+				r.sources[i].PauseFetchTopics(t)
 			}
 		}
-		r.cfg.Source.AddConsumePartitions(add)
+		r.sources[i].AddConsumePartitions(m)
 	}
 }
 
@@ -199,7 +247,9 @@ func (r *Replicator) Revoke(ctx context.Context, tps []progress.TP) error {
 		rm[tp.Topic] = append(rm[tp.Topic], tp.Partition)
 	}
 	if !r.cfg.Group {
-		r.cfg.Source.RemoveConsumePartitions(rm)
+		for _, cl := range r.sources {
+			cl.RemoveConsumePartitions(rm) // a no-op for those it does not fetch
+		}
 	}
 	for _, tp := range tps {
 		if p := r.lookup(tp); p != nil {
@@ -320,7 +370,7 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 		if pending {
 			wake()
 		}
-		fs := r.cfg.Source.PollRecords(poll, 10000)
+		fs := r.poll(poll)
 		wake()
 		if fs.IsClientClosed() {
 			break
@@ -348,6 +398,35 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 		return fmt.Errorf("waiting for records in flight: %w", err)
 	}
 	return r.Commit(dctx)
+}
+
+// poll returns what the source clients have fetched, waiting until one
+// answers (with records, errors or nothing) or ctx ends. With several
+// clients, the first to answer ends the others' wait; every client's answer is returned, so nothing polled
+// is held back to the next call (a restart between calls must not meet
+// records fetched before it).
+func (r *Replicator) poll(ctx context.Context) kgo.Fetches {
+	if len(r.sources) == 1 {
+		return r.cfg.Source.PollRecords(ctx, 10000)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	each := make([]kgo.Fetches, len(r.sources))
+	var wg sync.WaitGroup
+	for i, cl := range r.sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			each[i] = cl.PollRecords(ctx, 10000/len(r.sources))
+			cancel() // whatever one returns, records or not, ends the wait
+		}()
+	}
+	wg.Wait()
+	var all kgo.Fetches
+	for _, fs := range each {
+		all = append(all, fs...)
+	}
+	return all
 }
 
 func (r *Replicator) lookup(tp progress.TP) *partition {
@@ -628,7 +707,7 @@ func (r *Replicator) stopFetching(tp progress.TP) {
 		r.cfg.Source.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 		return
 	}
-	r.cfg.Source.RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	r.source(tp).RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 }
 
 // startFetching fetches tp from source offset from (the log start when
@@ -645,8 +724,9 @@ func (r *Replicator) startFetching(tp progress.TP, from int64) {
 	if from <= 0 {
 		off = kgo.NewOffset().AtStart()
 	}
-	r.cfg.Source.RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
-	r.cfg.Source.AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: off}})
+	cl := r.source(tp)
+	cl.RemoveConsumePartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.Topic: {tp.Partition: off}})
 }
 
 // fetchError handles an error fetching one partition. An offset out of

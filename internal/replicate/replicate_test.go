@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
@@ -28,6 +31,22 @@ import (
 type fakePair struct {
 	src, dst         *kfake.Cluster
 	srcOpts, dstOpts []kgo.Opt
+	// lanes is the number of source clients (Config.MoreSources + 1);
+	// fetches counts each one's fetch requests.
+	lanes   int
+	fetches []atomic.Int64
+	// pauseFirst pauses the replicator before it starts, checks that it
+	// copies nothing, then resumes it.
+	pauseFirst bool
+}
+
+// fetchCounter counts the fetch requests a client writes.
+type fetchCounter struct{ n *atomic.Int64 }
+
+func (c fetchCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Fetch) && err == nil {
+		c.n.Add(1)
+	}
 }
 
 func newFakePair(t testing.TB) *fakePair {
@@ -87,9 +106,16 @@ func (f *fakePair) run(t *testing.T, topic string, n int32, want int, syncs stri
 	}
 	m := metrics.New()
 	w := offsetsync.New(client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner())), syncs, 100, log, nil)
+	f.fetches = make([]atomic.Int64, max(f.lanes, 1))
+	var sources []*kgo.Client
+	for i := range f.fetches {
+		sources = append(sources, client(t, f.srcOpts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+			kgo.ConsumeResetOffset(kgo.NoResetOffset()), kgo.WithHooks(fetchCounter{&f.fetches[i]})))
+	}
 	r := New(Config{
 		SourceAlias: "A", TargetAlias: "B",
-		Source:        client(t, f.srcOpts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset())),
+		Source:        sources[0],
+		MoreSources:   sources[1:],
 		SourceAdmin:   kadm.NewClient(client(t, f.srcOpts)),
 		Target:        producer,
 		Progress:      store,
@@ -102,10 +128,20 @@ func (f *fakePair) run(t *testing.T, topic string, n int32, want int, syncs stri
 	for p := int32(0); p < n; p++ {
 		ps = append(ps, Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: "A." + topic})
 	}
+	if f.pauseFirst {
+		r.Pause()
+	}
 	r.Assign(ps)
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(rctx, 10*time.Second) }()
+	if f.pauseFirst {
+		time.Sleep(500 * time.Millisecond)
+		if n := len(readAll(t, f.dstOpts, "A."+topic)); n != 0 {
+			t.Fatalf("paused replicator copied %d records", n)
+		}
+		r.Resume()
+	}
 	go func() { // as the flow does
 		for rctx.Err() == nil {
 			time.Sleep(100 * time.Millisecond)
@@ -272,5 +308,85 @@ func TestReplicateExactlyOnce(t *testing.T) {
 	}
 	if saved == 0 {
 		t.Error("no committed progress records")
+	}
+}
+
+// TestReplicateLanes copies four partitions over three source clients:
+// the partitions are spread over them, and every record arrives once, in
+// order, in its partition.
+func TestReplicateLanes(t *testing.T) {
+	f := newFakePair(t)
+	f.lanes = 3
+	ctx := context.Background()
+	if _, err := kadm.NewClient(client(t, f.srcOpts)).CreateTopic(ctx, 4, 1, nil, "lanes"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(client(t, f.dstOpts)).CreateTopic(ctx, 4, 1, nil, "A.lanes"); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, f.srcOpts, "lanes", 4, 0, 400)
+	f.runOnce(t, "lanes", 4, 400, "mm2-offset-syncs.B.internal")
+	next := map[int32]int{0: 0, 1: 1, 2: 2, 3: 3}
+	got := readAll(t, f.dstOpts, "A.lanes")
+	for _, r := range got {
+		if want := fmt.Sprint(next[r.Partition]); string(r.Key) != want {
+			t.Fatalf("partition %d offset %d: key %s, want %s", r.Partition, r.Offset, r.Key, want)
+		}
+		next[r.Partition] += 4
+	}
+	if len(got) != 400 {
+		t.Errorf("target holds %d records, want 400", len(got))
+	}
+	busy := 0
+	for i := range f.fetches {
+		if f.fetches[i].Load() > 0 {
+			busy++
+		}
+	}
+	if busy < 2 {
+		t.Errorf("%d of 3 source clients fetched; want the partitions spread", busy)
+	}
+}
+
+// TestReplicateLanesPauseResume starts paused over two source clients and
+// copies everything once resumed.
+func TestReplicateLanesPauseResume(t *testing.T) {
+	f := newFakePair(t)
+	f.lanes, f.pauseFirst = 2, true
+	ctx := context.Background()
+	if _, err := kadm.NewClient(client(t, f.srcOpts)).CreateTopic(ctx, 3, 1, nil, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(client(t, f.dstOpts)).CreateTopic(ctx, 3, 1, nil, "A.paused"); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, f.srcOpts, "paused", 3, 0, 60)
+	f.runOnce(t, "paused", 3, 60, "mm2-offset-syncs.B.internal")
+	if got := len(readAll(t, f.dstOpts, "A.paused")); got != 60 {
+		t.Errorf("target holds %d records, want 60", got)
+	}
+}
+
+func TestLane(t *testing.T) {
+	for _, tt := range []struct {
+		topics, parts, lanes int
+	}{{1, 2, 2}, {4, 8, 2}, {4, 8, 4}, {3, 7, 3}, {1, 1, 1}, {2, 5, 8}} {
+		count := make([]int, tt.lanes)
+		for i := range tt.topics {
+			per := make([]int, tt.lanes)
+			for p := range tt.parts {
+				l := Lane(progress.TP{Topic: fmt.Sprintf("topic-%d", i), Partition: int32(p)}, tt.lanes)
+				if l < 0 || l >= tt.lanes {
+					t.Fatalf("lane %d of %d", l, tt.lanes)
+				}
+				per[l]++
+				count[l]++
+			}
+			// Within a topic, lanes differ by at most one partition.
+			if slices.Max(per)-slices.Min(per) > 1 {
+				t.Errorf("%+v: topic %d spreads %v", tt, i, per)
+			}
+		}
+		t.Logf("%+v: %v", tt, count)
 	}
 }

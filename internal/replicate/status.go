@@ -59,13 +59,17 @@ func SortStatus(out []PartitionStatus) {
 // and progress is still saved. Resume undoes it.
 func (r *Replicator) Pause() {
 	r.paused.Store(true)
-	r.cfg.Source.PauseFetchTopics(r.cfg.Source.GetConsumeTopics()...)
+	for _, cl := range r.sources {
+		cl.PauseFetchTopics(cl.GetConsumeTopics()...)
+	}
 }
 
 // Resume fetches again after Pause.
 func (r *Replicator) Resume() {
 	r.paused.Store(false)
-	r.cfg.Source.ResumeFetchTopics(r.cfg.Source.GetConsumeTopics()...)
+	for _, cl := range r.sources {
+		cl.ResumeFetchTopics(cl.GetConsumeTopics()...)
+	}
 }
 
 // Paused reports whether Pause is in effect.
