@@ -22,9 +22,11 @@ import (
 func TestKillNineLosesNothing(t *testing.T) {
 	t.Run("at-least-once", func(t *testing.T) { killNine(t, false) }) // passthrough, the default
 	t.Run("at-least-once record path", func(t *testing.T) { killNine(t, false, recordPath) })
+	t.Run("at-least-once record path two lanes", func(t *testing.T) { killNine(t, false, recordPath, twoLanes) })
 	// Exactly-once: a read_committed reader of the target sees no
 	// duplicate at all.
 	t.Run("exactly-once", func(t *testing.T) { killNine(t, true) })
+	t.Run("exactly-once two lanes", func(t *testing.T) { killNine(t, true, twoLanes) })
 }
 
 func killNine(t *testing.T, eos bool, extraLines ...string) {

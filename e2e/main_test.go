@@ -163,6 +163,9 @@ func alias(t *testing.T, base string) string {
 // passthrough is the default where a flow allows it.
 const recordPath = "kmirror.passthrough.enabled = false"
 
+// twoLanes gives the record path (default one lane) two source consumers.
+const twoLanes = "kmirror.fetches.per.broker = 2"
+
 // mm2Config returns a properties file body for src->dst with RF 1 and fast
 // intervals; extra lines are appended.
 func mm2Config(src, dst string, a, b *testkafka.Cluster, extra ...string) string {

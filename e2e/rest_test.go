@@ -20,6 +20,7 @@ import (
 func TestRESTControl(t *testing.T) {
 	t.Run("passthrough", func(t *testing.T) { restControl(t) })
 	t.Run("record path", func(t *testing.T) { restControl(t, recordPath) })
+	t.Run("record path two lanes", func(t *testing.T) { restControl(t, recordPath, twoLanes) })
 }
 
 func restControl(t *testing.T, extra ...string) {

@@ -105,23 +105,30 @@ func dataPathOf(c *config.Flow, eos, addOrigin bool) (passthrough bool, why stri
 	return true, "", nil
 }
 
-// FetchesKey is how many fetches passthrough keeps in flight to each
-// source broker, each on its own connection and for its share of the
-// partitions (1 to MaxFetches, default DefaultFetches). A Kafka broker
-// answers the requests of one connection one at a time, so with one fetch
-// a long round trip leaves the link idle between a response and the next
-// request; Kafka's own followers use num.replica.fetchers the same way.
+// FetchesKey is how many fetches a flow keeps in flight to each source
+// broker, each on its own connection and for its share of the partitions
+// (1 to MaxFetches). A Kafka broker answers the requests of one connection
+// one at a time, so with one fetch a long round trip leaves the link idle
+// between a response and the next request; Kafka's own followers use
+// num.replica.fetchers the same way. The default is DefaultFetches on
+// passthrough and DefaultRecordFetches on the record path, where each lane
+// is a whole consumer: measured locally, a second one cost about a quarter
+// more CPU and a tenth more memory for no gain without a long round trip.
 const FetchesKey = "kmirror.fetches.per.broker"
 
-// Bounds of FetchesKey.
+// Bounds and defaults of FetchesKey.
 const (
-	DefaultFetches = 2
-	MaxFetches     = 8
+	DefaultFetches       = 2
+	DefaultRecordFetches = 1
+	MaxFetches           = 8
 )
 
-func fetchesOf(c *config.Flow) (int, error) {
+func fetchesOf(c *config.Flow, passthrough bool) (int, error) {
 	v, ok := c.Settings[FetchesKey]
 	if !ok || v == "" {
+		if !passthrough {
+			return DefaultRecordFetches, nil
+		}
 		return DefaultFetches, nil
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v))

@@ -111,6 +111,8 @@ func TestFetchesOf(t *testing.T) {
 		err        string
 	}{
 		{"default", base, DefaultFetches, ""},
+		{"record path default", base + PassthroughKey + " = false\n", DefaultRecordFetches, ""},
+		{"record path set", base + PassthroughKey + " = false\n" + FetchesKey + " = 2\n", 2, ""},
 		{"top level", base + FetchesKey + " = 4\n", 4, ""},
 		{"per flow", base + "A->B." + FetchesKey + " = 1\n", 1, ""},
 		{"most", base + FetchesKey + " = 8\n", MaxFetches, ""},
@@ -124,7 +126,11 @@ func TestFetchesOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := fetchesOf(cfg.Flows[0])
+			pt, _, err := dataPathOf(cfg.Flows[0], false, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := fetchesOf(cfg.Flows[0], pt)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("error %v, want one containing %q", err, tt.err)

@@ -152,7 +152,7 @@ func (r *running) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fetches, err := fetchesOf(c)
+	fetches, err := fetchesOf(c, usePT)
 	if err != nil {
 		return err
 	}

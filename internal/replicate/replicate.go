@@ -400,6 +400,10 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 	return r.Commit(dctx)
 }
 
+// pollGrace is how long, once one source client answered a poll, the
+// others have to return what they hold.
+const pollGrace = 2 * time.Millisecond
+
 // poll returns what the source clients have fetched, waiting until one
 // answers (with records, errors or nothing) or ctx ends. With several
 // clients, the first to answer ends the others' wait; every client's answer is returned, so nothing polled
@@ -413,12 +417,17 @@ func (r *Replicator) poll(ctx context.Context) kgo.Fetches {
 	defer cancel()
 	each := make([]kgo.Fetches, len(r.sources))
 	var wg sync.WaitGroup
+	var first sync.Once
 	for i, cl := range r.sources {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			each[i] = cl.PollRecords(ctx, 10000/len(r.sources))
-			cancel() // whatever one returns, records or not, ends the wait
+			// Whatever one returns, records or not, ends the wait, a
+			// moment later: a client handed an ended context returns at
+			// once without its buffered records, and one whose goroutine
+			// starts late must not lose its turn.
+			first.Do(func() { time.AfterFunc(pollGrace, cancel) })
 		}()
 	}
 	wg.Wait()
