@@ -382,6 +382,8 @@ addresses):
 ` + "```sh\n" + `bench/run                        # all workloads, 3 rounds, writes docs/benchmarks.md + .png
 bench/run --quick --runs 1       # a few seconds per run: smoke test
 bench/run --workloads kb,wan --runs 5
+# an experiment, docs untouched: kmirror with an extra setting
+go run ./bench/cmd/kbench run --workloads kb,wan --replicators kmirror-pt --no-limit --profile "" --kmirror-set "kmirror.fetches.per.broker = 1"
 go run ./bench/cmd/kbench report --docs docs bench/results/<time>/results.json
 go run ./bench/cmd/kbench report --docs docs --json bench/results-published.json A/results.json B/results.json  # merge runs
 KMIRROR_SKIP_INTEGRATION=1 go test ./bench/...   # unit tests only
