@@ -371,7 +371,7 @@ func (r *running) run(ctx context.Context) error {
 				f.log.Warn("syncing "+job.name+" failed; retrying at the next interval", "err", err)
 			}
 		}
-		go periodic(loops, job.d, 2*time.Second, lead, run)
+		go periodic(loops, job.d, leadCheck, lead, run)
 	}
 	f.log.Info("flow started", "source", c.Source, "target", c.Target, "partitions", len(r.assigned))
 	err = r.rep.Run(loops, f.opts.Drain)
@@ -390,6 +390,10 @@ func (r *running) run(ctx context.Context) error {
 	f.log.Info("flow stopped; progress saved")
 	return nil
 }
+
+// leadCheck is how often a worker in group mode checks whether it leads
+// the flow (groupHooks.leads).
+const leadCheck = 2 * time.Second
 
 // periodic runs fn at once and then every d until ctx ends. With lead set
 // (group mode), fn runs only while lead reports true, checked every check:
@@ -462,7 +466,7 @@ func (r *running) leadCheckpoints(ctx context.Context, stopFlow func(), errs cha
 		}
 	}
 	check()
-	r.f.every(ctx, 2*time.Second, check)
+	r.f.every(ctx, leadCheck, check)
 }
 
 // checkTopicID notices a source topic that was deleted and re-created under

@@ -205,6 +205,7 @@ type partition struct {
 	retries  int
 	lastErr  error // the last produce error, or what stopped the partition
 
+	lane                           int // index of the source client that fetches it
 	srcLeader, srcEpoch, tgtLeader int32
 	srcID, tgtID                   [16]byte
 	maxBytes                       int // target max.message.bytes
@@ -303,6 +304,7 @@ func (pl *Pipeline) Assign(ps []replicate.Partition) {
 			recordCount: m.RecordCount.With(l), byteCount: m.ByteCount.With(l),
 			recordAge: m.RecordAgeMs.With(l), latency: m.ReplicationLatencyMs.With(l),
 			next: -1, done: -1, srcLeader: -1, tgtLeader: -1, maxBytes: defaultMaxMessageBytes,
+			lane: replicate.Lane(a.TP, len(pl.sources)),
 		}
 		from := "log start"
 		if saved, ok := pl.cfg.Progress.Get(a.TP); ok && saved >= 0 {
@@ -721,11 +723,10 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	now := time.Now()
-	n := len(pl.sources)
 	led := map[lane]int{} // partitions fetched on each lane
 	for _, p := range pl.parts {
 		if !p.stopped && !p.revoked && p.srcLeader >= 0 {
-			led[lane{p.srcLeader, replicate.Lane(p.tp, n)}]++
+			led[lane{p.srcLeader, p.lane}]++
 		}
 	}
 	byLane := map[lane][]*partition{}
@@ -733,7 +734,7 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 		if p.stopped || p.stopAfter != nil || p.revoked || p.fetching || p.outOfRange || p.next < 0 || p.srcLeader < 0 || now.Before(p.retryAt) {
 			continue
 		}
-		l := lane{p.srcLeader, replicate.Lane(p.tp, n)}
+		l := lane{p.srcLeader, p.lane}
 		if pl.fetching[l] || p.queued >= 4*int64(pl.partitionBytes(led[l])) {
 			continue
 		}

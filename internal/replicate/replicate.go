@@ -406,9 +406,9 @@ const pollGrace = 2 * time.Millisecond
 
 // poll returns what the source clients have fetched, waiting until one
 // answers (with records, errors or nothing) or ctx ends. With several
-// clients, the first to answer ends the others' wait; every client's answer is returned, so nothing polled
-// is held back to the next call (a restart between calls must not meet
-// records fetched before it).
+// clients, the first to answer ends the others' wait; every client's
+// answer is returned, so nothing polled is held back to the next call (a
+// restart between calls must not meet records fetched before it).
 func (r *Replicator) poll(ctx context.Context) kgo.Fetches {
 	if len(r.sources) == 1 {
 		return r.cfg.Source.PollRecords(ctx, 10000)

@@ -66,6 +66,19 @@ func newFakePair(t testing.TB) *fakePair {
 		dstOpts: []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}}
 }
 
+// topics creates topic with n partitions on the source and its remote
+// topic A.topic on the target.
+func (f *fakePair) topics(t *testing.T, topic string, n int32) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := kadm.NewClient(client(t, f.srcOpts)).CreateTopic(ctx, n, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(client(t, f.dstOpts)).CreateTopic(ctx, n, 1, nil, "A."+topic); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func client(t *testing.T, opts []kgo.Opt, extra ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), extra...)...)
@@ -317,13 +330,7 @@ func TestReplicateExactlyOnce(t *testing.T) {
 func TestReplicateLanes(t *testing.T) {
 	f := newFakePair(t)
 	f.lanes = 3
-	ctx := context.Background()
-	if _, err := kadm.NewClient(client(t, f.srcOpts)).CreateTopic(ctx, 4, 1, nil, "lanes"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kadm.NewClient(client(t, f.dstOpts)).CreateTopic(ctx, 4, 1, nil, "A.lanes"); err != nil {
-		t.Fatal(err)
-	}
+	f.topics(t, "lanes", 4)
 	produce(t, f.srcOpts, "lanes", 4, 0, 400)
 	f.runOnce(t, "lanes", 4, 400, "mm2-offset-syncs.B.internal")
 	next := map[int32]int{0: 0, 1: 1, 2: 2, 3: 3}
@@ -353,13 +360,7 @@ func TestReplicateLanes(t *testing.T) {
 func TestReplicateLanesPauseResume(t *testing.T) {
 	f := newFakePair(t)
 	f.lanes, f.pauseFirst = 2, true
-	ctx := context.Background()
-	if _, err := kadm.NewClient(client(t, f.srcOpts)).CreateTopic(ctx, 3, 1, nil, "paused"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kadm.NewClient(client(t, f.dstOpts)).CreateTopic(ctx, 3, 1, nil, "A.paused"); err != nil {
-		t.Fatal(err)
-	}
+	f.topics(t, "paused", 3)
 	produce(t, f.srcOpts, "paused", 3, 0, 60)
 	f.runOnce(t, "paused", 3, 60, "mm2-offset-syncs.B.internal")
 	if got := len(readAll(t, f.dstOpts, "A.paused")); got != 60 {
