@@ -23,10 +23,16 @@ const (
 	KmirrorPT = "kmirror-pt" // the same with kmirror.passthrough.enabled = true
 	MM2       = "mm2"        // org.apache.kafka.connect.mirror.MirrorMaker
 	Limit     = "limit"      // ProducerPerformance straight to the target
+	Base      = "base"       // the --baseline kmirror binary, record path
+	BasePT    = "base-pt"    // the --baseline kmirror binary, passthrough
 )
 
 // Replicators are the replicators a benchmark compares, in report order.
 var Replicators = []string{Kmirror, KmirrorPT, MM2}
+
+// reportOrder is the order of a workload's rows in the report; rows
+// without runs are left out.
+var reportOrder = []string{Kmirror, KmirrorPT, Base, BasePT, MM2, Limit}
 
 // replName is a replicator's name in the report.
 func replName(r string) string {
@@ -35,6 +41,10 @@ func replName(r string) string {
 		return "kmirror"
 	case KmirrorPT:
 		return "kmirror-pt (passthrough)"
+	case Base:
+		return "base (baseline, record path)"
+	case BasePT:
+		return "base-pt (baseline, passthrough)"
 	case MM2:
 		return "Apache MM2"
 	case Limit:
@@ -96,6 +106,7 @@ type Env struct {
 	Clusters *Clusters
 	Libs     string // Kafka jars
 	Kmirror  string // kmirror binary
+	Baseline string // the kmirror binary run as Base and BasePT, if any
 	Dir      string // logs and properties files of each run
 	Log      io.Writer
 	TasksMax int // tasks.max in mm2.properties
@@ -171,10 +182,11 @@ rootLogger.level = INFO
 rootLogger.appenderRef.stdout.ref = STDOUT
 `
 
-// Replicate copies n records of w with replicator repl (Kmirror, KmirrorPT
-// or MM2), under fresh cluster aliases so that nothing of an earlier run
+// Replicate copies n records of w with replicator repl (Kmirror, KmirrorPT,
+// Base, BasePT or MM2), under fresh cluster aliases so that nothing of an earlier run
 // is reused, measures it, stops the replicator and deletes what the run
-// created. If profile > 0 and repl is kmirror, it also takes a CPU profile
+// created. Base and BasePT run the baseline binary exactly as Kmirror and
+// KmirrorPT run the new one. If profile > 0 and repl is kmirror, it also takes a CPU profile
 // of that many seconds from the first record on.
 func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, round, profile int) Result {
 	res := Result{Workload: w.Name, Replicator: repl, Round: round, Records: n, Bytes: n * int64(w.RecordBytes())}
@@ -187,13 +199,13 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	base := filepath.Join(e.Dir, fmt.Sprintf("%s-r%d-%s", w.Name, round, repl))
 	props := base + ".properties"
 	body := MM2Properties(src, dst, e.Clusters.SourceFor(w), e.Clusters.Target, w, e.TasksMax)
-	if repl == Kmirror {
+	switch repl {
+	case Kmirror, Base:
 		body += RecordPathProperty + "\n"
-	}
-	if repl == KmirrorPT {
+	case KmirrorPT, BasePT:
 		body += PassthroughProperty + "\n"
 	}
-	if repl == Kmirror || repl == KmirrorPT {
+	if repl != MM2 {
 		for _, l := range e.KmirrorSet {
 			body += l + "\n"
 		}
@@ -206,7 +218,15 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	var hooks runHooks
 	var prof *profiler
 	switch repl {
-	case Kmirror, KmirrorPT:
+	case Kmirror, KmirrorPT, Base, BasePT:
+		bin := e.Kmirror
+		if repl == Base || repl == BasePT {
+			bin = e.Baseline
+		}
+		if bin == "" {
+			res.Error = "no kmirror binary for " + repl + " (--baseline)"
+			return res
+		}
 		args := []string{"run", "--clusters", dst}
 		if profile > 0 {
 			ports, err := freePorts(1)
@@ -219,7 +239,7 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 			prof = &profiler{addr: addr, seconds: profile, path: base + ".cpu.pprof"}
 			hooks = runHooks{first: prof.start, last: prof.wait}
 		}
-		cmd = exec.Command(e.Kmirror, append(args, props)...)
+		cmd = exec.Command(bin, append(args, props)...)
 	case MM2:
 		l4j := filepath.Join(e.Dir, "mm2-log4j2.properties")
 		if err := os.WriteFile(l4j, []byte(mm2Log4j), 0o644); err != nil {

@@ -64,7 +64,7 @@ func Markdown(res *Results, analysis string) string {
 	p("| workload | replicator | ok | records/s | MB/s | copy time s | CPU s | CPU s per GB | peak RSS MiB | start-up s |\n")
 	p("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range m.Workloads {
-		for _, r := range append(append([]string{}, Replicators...), Limit) {
+		for _, r := range reportOrder {
 			s := Summarize(res, w, r)
 			if s.OK+s.Failed == 0 {
 				continue
@@ -105,11 +105,12 @@ func Markdown(res *Results, analysis string) string {
 			cell(func(s Summary) float64 { return s.PeakRSSMiB.Med }, mm, 1, "%.2f×"),
 			cell(func(s Summary) float64 { return s.MBPerSec.Med }, l, 100, "%.0f %%"))
 	}
+	baseline(&b, res)
 	targets(&b, res)
 	profiles(&b, res)
 	var failed []string
 	for _, w := range m.Workloads {
-		for _, r := range append(append([]string{}, Replicators...), Limit) {
+		for _, r := range reportOrder {
 			for _, e := range Summarize(res, w, r).Errors {
 				failed = append(failed, fmt.Sprintf("- %s / %s %s", w, r, e))
 			}

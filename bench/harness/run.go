@@ -23,7 +23,7 @@ type Config struct {
 	Root        string   // repository root
 	Dir         string   // results folder: clusters, logs, results.json
 	Workloads   []string // names; all when empty
-	Replicators []string // Kmirror, KmirrorPT and/or MM2; all when empty
+	Replicators []string // Kmirror, KmirrorPT, MM2, Base, BasePT; all when empty
 	Runs        int      // rounds per workload
 	Quick       bool     // the small record counts
 	Limit       bool     // also measure ProducerPerformance to the target
@@ -39,14 +39,21 @@ type Config struct {
 	// Profile names the workloads on which the last round's kmirror and
 	// kmirror-pt runs are CPU-profiled.
 	Profile []string
-	Timeout time.Duration
-	Log     io.Writer
+	// Baseline is a prebuilt kmirror binary (the build before a change),
+	// run as Base and BasePT exactly like Kmirror and KmirrorPT.
+	Baseline string
+	// BaselineRev says which build Baseline is; BinaryRev when empty.
+	BaselineRev string
+	Timeout     time.Duration
+	Log         io.Writer
 }
 
 // Results is what results.json holds.
 type Results struct {
 	Meta Meta     `json:"meta"`
 	Runs []Result `json:"runs"`
+	// VsBase are the new/base ratios of a run with a baseline.
+	VsBase []BaseRatio `json:"vs_base,omitempty"`
 }
 
 // Meta describes the machine and the software of a benchmark.
@@ -80,6 +87,9 @@ type Meta struct {
 	// linger.ms=20 batch.size=262144 acks=all.
 	LimitProcs map[string]int `json:"limit_procs,omitempty"`
 	LimitProps []string       `json:"limit_producer_props,omitempty"`
+	// Baseline is the --baseline binary and BaselineRev the build it is.
+	Baseline    string `json:"baseline,omitempty"`
+	BaselineRev string `json:"baseline_rev,omitempty"`
 }
 
 // Run brings up the clusters, then for each workload loads the source and
@@ -97,6 +107,24 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	}
 	if len(cfg.Replicators) == 0 {
 		cfg.Replicators = []string{Kmirror, KmirrorPT, MM2}
+		if cfg.Baseline != "" {
+			cfg.Replicators = []string{Kmirror, Base, KmirrorPT, BasePT, MM2}
+		}
+	}
+	if cfg.Baseline == "" && (slices.Contains(cfg.Replicators, Base) || slices.Contains(cfg.Replicators, BasePT)) {
+		return nil, fmt.Errorf("replicators %s and %s need --baseline", Base, BasePT)
+	}
+	if cfg.Baseline != "" {
+		abs, err := filepath.Abs(cfg.Baseline)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Baseline = abs
+		if cfg.BaselineRev == "" {
+			if cfg.BaselineRev, err = BinaryRev(abs); err != nil {
+				return nil, fmt.Errorf("baseline: %w", err)
+			}
+		}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 15 * time.Minute
@@ -134,6 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 
 	res := &Results{Meta: meta(cfg, libs, wls)}
 	save := func() error {
+		res.VsBase = BaseRatios(res)
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err != nil {
 			return err
@@ -153,7 +182,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		return nil, err
 	}
 	defer cl.Stop()
-	env := &Env{Clusters: cl, Libs: libs, Kmirror: bin, Dir: cfg.Dir, Log: cfg.Log, TasksMax: cfg.TasksMax, KmirrorSet: cfg.KmirrorSet, Timeout: cfg.Timeout}
+	env := &Env{Clusters: cl, Libs: libs, Kmirror: bin, Baseline: cfg.Baseline, Dir: cfg.Dir, Log: cfg.Log, TasksMax: cfg.TasksMax, KmirrorSet: cfg.KmirrorSet, Timeout: cfg.Timeout}
 	defer env.Close()
 
 	for _, w := range wls {
@@ -327,6 +356,9 @@ func Merge(rs ...*Results) *Results {
 		if len(out.Meta.LimitProps) == 0 {
 			out.Meta.LimitProps = m.LimitProps
 		}
+		if out.Meta.Baseline == "" {
+			out.Meta.Baseline, out.Meta.BaselineRev = m.Baseline, m.BaselineRev
+		}
 		for w, v := range m.RTTMillis {
 			if out.Meta.RTTMillis == nil {
 				out.Meta.RTTMillis = map[string]float64{}
@@ -335,6 +367,7 @@ func Merge(rs ...*Results) *Results {
 		}
 		out.Runs = append(out.Runs, r.Runs...)
 	}
+	out.VsBase = BaseRatios(&out)
 	return &out
 }
 
@@ -352,6 +385,7 @@ func meta(cfg Config, libs string, wls []Workload) Meta {
 	m := Meta{
 		Started: time.Now(), Quick: cfg.Quick, Rounds: cfg.Runs, Cores: runtime.NumCPU(),
 		Go: runtime.Version(), Kafka: kafkalocal.KafkaVersion, TasksMax: cfg.TasksMax, KmirrorSet: cfg.KmirrorSet,
+		Baseline: cfg.Baseline, BaselineRev: cfg.BaselineRev,
 		Descriptions: map[string]string{}, BrokerJVM: BrokerJVMOpts, MM2JVM: MM2JVMOpts,
 	}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {

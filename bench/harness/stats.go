@@ -76,8 +76,9 @@ func ratio(a, b float64) float64 {
 func Table(res *Results) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-13s %-10s %4s %12s %9s %8s %9s %9s %9s\n", "workload", "who", "ok", "records/s", "MB/s", "CPU s", "CPU s/GB", "RSS MiB", "startup")
+	vs := BaseRatios(res)
 	for _, w := range res.Meta.Workloads {
-		for _, r := range append(append([]string{}, Replicators...), Limit) {
+		for _, r := range reportOrder {
 			s := Summarize(res, w, r)
 			if s.OK+s.Failed == 0 {
 				continue
@@ -97,6 +98,11 @@ func Table(res *Results) string {
 			}
 			if k.OK > 0 && l.OK > 0 {
 				fmt.Fprintf(&b, "%-13s %-10s      %11.0f%% of the limit\n", w, short+"/limit", 100*ratio(k.MBPerSec.Med, l.MBPerSec.Med))
+			}
+		}
+		for _, v := range vs {
+			if v.Workload == w {
+				fmt.Fprintf(&b, "%-13s %-10s      %11.2fx %27.2fx %8.2fx\n", w, map[string]string{Kmirror: "km", KmirrorPT: "pt"}[v.New]+"/base", v.RecordsPerSec, v.CPUPerGB, v.PeakRSS)
 			}
 		}
 	}

@@ -1,7 +1,7 @@
 // Command kbench benchmarks kmirror against Apache MirrorMaker 2 on two
 // local Kafka clusters and writes docs/benchmarks.md with a PNG chart.
 //
-//	kbench run [--quick] [--runs N] [--workloads a,b] [--no-limit] [--limit-procs N] [--profile W] [--out DIR] [--docs]
+//	kbench run [--quick] [--runs N] [--workloads a,b] [--no-limit] [--limit-procs N] [--profile W] [--baseline BIN] [--out DIR] [--docs]
 //	kbench report [--docs DIR] RESULTS.json...
 //
 // bench/run is a thin wrapper; see docs/benchmarks.md.
@@ -37,7 +37,15 @@ Run flags:
   --quick             a few seconds per run (CI smoke test)
   --runs N            rounds per workload (default 3)
   --workloads LIST    comma-separated: small,kb,wan,zstd,keys-headers,kb-raw,wan-raw,wan-few (default all)
-  --replicators LIST  kmirror,kmirror-pt,mm2 (default all three)
+  --replicators LIST  kmirror,kmirror-pt,mm2 (default all three), and with
+                      --baseline also base,base-pt (then the default is
+                      kmirror,base,kmirror-pt,base-pt,mm2)
+  --baseline BIN      a prebuilt kmirror binary (the build before a change),
+                      run as "base" and "base-pt" exactly like kmirror and
+                      kmirror-pt, in the same rounds; the report adds the
+                      new/base ratios
+  --baseline-rev TEXT which build BIN is, for the report (default: its VCS
+                      revision, else the start of its SHA-256)
   --no-limit          skip the ProducerPerformance limit runs
   --limit-on LIST     run the limit only on these workloads (default small,kb,kb-raw)
   --limit-procs N     parallel ProducerPerformance processes of a limit run,
@@ -89,6 +97,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		tasks := fs.Int("tasks-max", 4, "tasks.max in mm2.properties")
 		profile := fs.String("profile", "kb,zstd,kb-raw", "workloads whose last-round kmirror runs are CPU-profiled")
 		out := fs.String("out", "", "results folder")
+		baseline := fs.String("baseline", "", "a prebuilt kmirror binary run as base and base-pt")
+		baselineRev := fs.String("baseline-rev", "", "which build the --baseline binary is")
 		var set listFlag
 		fs.Var(&set, "kmirror-set", "a properties line added to kmirror's mm2.properties (repeatable)")
 		if fs.Parse(args) != nil {
@@ -104,6 +114,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg := harness.Config{
 			Root: root, Dir: *out, Workloads: split(*wls), Replicators: split(*repls),
 			Runs: *runs, Quick: *quick, Limit: !*noLimit, LimitOn: split(*limitOn), LimitProcs: *limitProcs, TasksMax: *tasks, Profile: split(*profile), KmirrorSet: set, Log: stderr,
+			Baseline: *baseline, BaselineRev: *baselineRev,
 		}
 		res, err := harness.Run(ctx, cfg)
 		if res != nil && *docs != "" {
