@@ -51,7 +51,8 @@ func baseline(b *strings.Builder, res *Results) {
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("\n### new ÷ baseline (medians)\n\n")
-	p("Baseline: `%s` (%s), run as base and base-pt with the same properties, interleaved in the same rounds. ", res.Meta.Baseline, res.Meta.BaselineRev)
+	p("New: kmirror `%s`. Baseline: `%s` (%s), run as base and base-pt with the same properties, interleaved in the same rounds. ",
+		res.Meta.KmirrorRev, res.Meta.Baseline, res.Meta.BaselineRev)
 	p("Records/s above 1× and CPU or RSS below 1× are better.\n\n")
 	p("| workload | path | records/s | CPU s per GB | peak RSS |\n|---|---|---|---|---|\n")
 	for _, r := range rs {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pierrec/lz4/v4"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -123,12 +124,7 @@ func TestReport(t *testing.T) {
 		"hand-written",
 		"wan / mm2 round 2: timeout",
 	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
-	if t.Failed() {
-		t.Log(md)
+		wantLine(t, md, want)
 	}
 	var b bytes.Buffer
 	if err := Chart(res, &b); err != nil {
@@ -197,5 +193,83 @@ func TestGlyphs(t *testing.T) {
 				t.Errorf("glyph %q has a row of %d", r, len(row))
 			}
 		}
+	}
+}
+
+// wantLine fails t, showing the report once, if md lacks s.
+func wantLine(t *testing.T, md, s string) {
+	t.Helper()
+	if strings.Contains(md, s) {
+		return
+	}
+	if !t.Failed() {
+		t.Log(md)
+	}
+	t.Errorf("report lacks %q", s)
+}
+
+func TestBaseline(t *testing.T) {
+	res := fakeResults()
+	if md := Markdown(res, ""); strings.Contains(md, "baseline") {
+		t.Errorf("report without a baseline mentions one:\n%s", md)
+	}
+	res.Meta.KmirrorRev, res.Meta.Baseline, res.Meta.BaselineRev = "abc1234", "/tmp/old-kmirror", "commit a9f2b5a"
+	for round := 1; round <= 3; round++ {
+		f := float64(round)
+		res.Runs = append(res.Runs,
+			Result{Workload: "kb", Replicator: Base, Round: round, Records: 1000, Bytes: 1e9, Seconds: 10, RecordsPerSec: 200 + f, MBPerSec: 66 + f, CPUSeconds: 10, PeakRSS: 100 << 20},
+			Result{Workload: "kb", Replicator: BasePT, Round: round, Records: 1000, Bytes: 1e9, Seconds: 8, RecordsPerSec: 400 + f, MBPerSec: 130 + f, CPUSeconds: 4, PeakRSS: 40 << 20},
+			Result{Workload: "wan", Replicator: Base, Round: round, Error: "timeout"},
+		)
+	}
+	want := []BaseRatio{
+		{Workload: "kb", New: Kmirror, Base: Base, RecordsPerSec: 302.0 / 202, CPUPerGB: 0.5, PeakRSS: 0.5},
+		{Workload: "kb", New: KmirrorPT, Base: BasePT, RecordsPerSec: 1, CPUPerGB: 0.5, PeakRSS: 1},
+	}
+	got := BaseRatios(res)
+	if len(got) != len(want) {
+		t.Fatalf("BaseRatios = %+v", got)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Workload != w.Workload || g.New != w.New || g.Base != w.Base ||
+			math.Abs(g.RecordsPerSec-w.RecordsPerSec) > 1e-9 || math.Abs(g.CPUPerGB-w.CPUPerGB) > 1e-9 || math.Abs(g.PeakRSS-w.PeakRSS) > 1e-9 {
+			t.Errorf("ratio %d = %+v, want %+v", i, g, w)
+		}
+	}
+	md := Markdown(res, "")
+	for _, s := range []string{
+		"| kb | base (baseline, record path) | 3/3 | 202 (201–203) |",
+		"| kb | base-pt (baseline, passthrough) | 3/3 | 402 (401–403) |",
+		"### new ÷ baseline (medians)",
+		"New: kmirror `abc1234`. Baseline: `/tmp/old-kmirror` (commit a9f2b5a)",
+		"| kb | kmirror ÷ base | 1.50× | 0.50× | 0.50× |",
+		"| kb | kmirror-pt ÷ base-pt | 1.00× | 0.50× | 1.00× |",
+		"wan / base round 1: timeout",
+	} {
+		wantLine(t, md, s)
+	}
+	if tb := Table(res); !strings.Contains(tb, "kb            km/base") || !strings.Contains(tb, "kb            pt/base") {
+		t.Errorf("table:\n%s", tb)
+	}
+	if m := Merge(fakeResults(), res); len(m.VsBase) != 2 || m.Meta.Baseline != res.Meta.Baseline {
+		t.Errorf("merged: vs base %+v, baseline %q", m.VsBase, m.Meta.Baseline)
+	}
+	if _, err := Run(t.Context(), Config{Replicators: []string{Kmirror, Base}}); err == nil || !strings.Contains(err.Error(), "--baseline") {
+		t.Errorf("Run with base and no baseline: %v", err)
+	}
+}
+
+func TestBinaryRev(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	rev, err := BinaryRev(exe)
+	if err != nil || !strings.HasPrefix(rev, "commit ") && !strings.HasPrefix(rev, "sha256 ") {
+		t.Errorf("BinaryRev = %q, %v", rev, err)
+	}
+	if _, err := BinaryRev(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("BinaryRev of a missing file succeeded")
 	}
 }
