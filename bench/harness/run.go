@@ -37,7 +37,7 @@ type Config struct {
 	// (both paths), for tuning experiments; the report lists them.
 	KmirrorSet []string
 	// Profile names the workloads on which the last round's kmirror and
-	// kmirror-pt runs are CPU-profiled.
+	// kmirror-pt runs (and base, base-pt) are CPU-profiled.
 	Profile []string
 	// Baseline is a prebuilt kmirror binary (the build before a change),
 	// run as Base and BasePT exactly like Kmirror and KmirrorPT.
