@@ -53,8 +53,8 @@ Run flags:
                       workload's topic count, at least 2; 1 is the single
                       producer of earlier reports)
   --profile LIST      CPU-profile the last round's kmirror and kmirror-pt runs
-                      (and base, base-pt)
-                      on these workloads (default kb,zstd,kb-raw; "" for none)
+                      (and base, base-pt) on these workloads (default
+                      kb,zstd,kb-raw; "" for none)
   --tasks-max N       tasks.max in mm2.properties (default 4)
   --out DIR           results folder (default bench/results/<time>)
   --kmirror-set LINE  add a properties line to kmirror's mm2.properties, e.g.
