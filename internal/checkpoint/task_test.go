@@ -77,9 +77,13 @@ func testFlow(src, dst []string, mode string) *config.Flow {
 	props := func(addrs []string) map[string]string {
 		return map[string]string{"bootstrap.servers": strings.Join(addrs, ",")}
 	}
-	return &config.Flow{
+	tr, ok := config.ParseOffsetTranslation(mode)
+	if !ok {
+		panic("bad mode " + mode)
+	}
+	return built(&config.Flow{
 		Source: "A", Target: "B", Enabled: true,
-		Settings:                          map[string]string{KeyMode: mode},
+		OffsetTranslation:                 tr,
 		Topics:                            policy.DefaultTopics,
 		TopicsExclude:                     policy.DefaultTopicsExclude,
 		Groups:                            policy.DefaultGroups,
@@ -100,7 +104,24 @@ func testFlow(src, dst []string, mode string) *config.Flow {
 		TargetAdmin:                       props(dst),
 		TargetConsumer:                    props(dst),
 		TargetProducer:                    props(dst),
+	})
+}
+
+// built sets what config builds at load from f's settings: the policy and
+// the filters. Tests that change f's lists call it again.
+func built(f *config.Flow) *config.Flow {
+	var err error
+	if f.Policy, err = policy.New(policy.Config{Class: f.PolicyClass, Separator: f.Separator, SeparatorSet: f.SeparatorSet,
+		InternalSeparatorEnabled: f.InternalSeparatorEnabled, SourceAlias: f.Source}); err != nil {
+		panic(err)
 	}
+	if f.TopicFilter, err = policy.NewFilter(f.Topics, f.TopicsExclude); err != nil {
+		panic(err)
+	}
+	if f.GroupFilter, err = policy.NewFilter(f.Groups, f.GroupsExclude); err != nil {
+		panic(err)
+	}
+	return f
 }
 
 func newFake(t *testing.T) (*kfake.Cluster, *kgo.Client) {
@@ -184,7 +205,7 @@ func TestTaskKfake(t *testing.T) {
 			src, srcCl := newFake(t)
 			dst, dstCl := newFake(t)
 			f := testFlow(src.ListenAddrs(), dst.ListenAddrs(), mode)
-			syncs, _ := f.OffsetSyncsTopic()
+			syncs := f.OffsetSyncsTopic()
 			ctx := context.Background()
 			dadm := kadm.NewClient(dstCl)
 			if _, err := dadm.CreateTopic(ctx, 1, 1, nil, syncs); err != nil {

@@ -35,6 +35,7 @@ type Config struct {
 	Flows    []*Flow
 	Warnings []string
 	Props    *Properties // raw keys, values after provider resolution
+	REST     REST        // the kmirror.rest.* keys
 
 	clusterSet map[string]bool
 	clusters   map[string]layer // clusterProps with provenance
@@ -88,6 +89,7 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	var errs errorList
 	resolveProviders(props, name, lookupEnv, &errs)
 	c.parseClusters(&errs)
+	c.parseREST(&errs)
 	for _, k := range props.Keys() {
 		c.checkKey(k, &errs)
 	}
@@ -244,7 +246,9 @@ func (c *Config) checkKey(k string, errs *errorList) {
 	switch {
 	case k == "clusters" || mm2Keys[k] || strings.HasPrefix(k, providersKey+".") ||
 		strings.HasPrefix(k, "listeners.https.") || strings.HasPrefix(k, "admin.listeners.https.") ||
-		strings.HasPrefix(k, "kmirror.") || IsClientConnectionKey(k):
+		IsClientConnectionKey(k):
+	case strings.HasPrefix(k, "kmirror."):
+		c.checkKmirrorKey(k, k, false)
 	case strings.Contains(k, "->"):
 		c.checkFlowKey(k, errs)
 	case c.declaredPrefix(k) != "":
@@ -307,6 +311,8 @@ func (c *Config) checkFlowKey(k string, errs *errorList) {
 				c.warn(k, "%q is deprecated (removed in Kafka 4.0); use %q", k, p+deprecatedAliases[suffix])
 			case removedKeys[suffix]:
 				c.warn(k, "%q was removed in Kafka 4.0 and is ignored", k)
+			case strings.HasPrefix(suffix, "kmirror."):
+				c.checkKmirrorKey(k, suffix, true)
 			case !isFlowKey(suffix):
 				c.warn(k, "unknown key %q", k)
 			}
