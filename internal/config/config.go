@@ -5,8 +5,10 @@
 // It implements java.util.Properties parsing, Kafka config providers
 // (${env:...}, ${file:...}, ${dir:...}), and MirrorMakerConfig's expansion
 // of cluster-prefixed (A.key) and flow-prefixed (A->B.key) settings with
-// MM2's precedence rules. Every problem is reported with its file, line and
-// key before anything connects to a cluster.
+// MM2's precedence rules. kmirror's own kmirror.* keys are read here too,
+// and each flow gets its replication policy and filters built once. Every
+// problem is reported with its file, line and key before anything connects
+// to a cluster.
 //
 // kmirror deviates from MM2 in one documented default:
 // offset-syncs.topic.location is "target" unless set explicitly.
