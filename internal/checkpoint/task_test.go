@@ -14,6 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/wire"
 )
@@ -284,5 +285,25 @@ func TestTaskKfake(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+func TestFlowSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		f    config.Flow
+		want Settings
+	}{
+		{"defaults", config.Flow{Source: "A"},
+			Settings{Mode: Exact, IndexTopic: offsetsync.IndexTopic("A"), IndexRetention: offsetsync.DefaultIndexRetention, MaxSyncs: DefaultMaxSyncs}},
+		{"mm2", config.Flow{Source: "A", OffsetTranslation: config.TranslationMM2},
+			Settings{Mode: MM2, IndexRetention: offsetsync.DefaultIndexRetention, MaxSyncs: DefaultMaxSyncs}},
+		{"set", config.Flow{Source: "A", OffsetIndexRetention: -time.Millisecond, MaxSyncsPerPartition: 8},
+			Settings{Mode: Exact, IndexTopic: offsetsync.IndexTopic("A"), IndexRetention: -time.Millisecond, MaxSyncs: 8}},
+	}
+	for _, tt := range tests {
+		if got := FlowSettings(&tt.f); got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
 	}
 }
