@@ -59,10 +59,7 @@ func (o *offsets) route(ctx context.Context, cfg *config.Config) (*offsetsReport
 	if err != nil {
 		return nil, fmt.Errorf("reverse translation through %s: %w", rf.Name(), err)
 	}
-	set, err := checkpoint.FlowSettings(rf)
-	if err != nil {
-		return nil, err
-	}
+	set := checkpoint.FlowSettings(rf)
 	rep := &offsetsReport{Group: o.group, From: o.f.Source, To: o.f.Target, Source: useReverse,
 		ReverseFlow: rf.Name(), Mode: set.Mode.String()}
 	rows, notes := reverseRows(backs, rf, set.Mode)
@@ -90,10 +87,7 @@ func (o *offsets) route(ctx context.Context, cfg *config.Config) (*offsetsReport
 // within probeTimeout: fromTo reports a partition of a remote topic that
 // rf copied (its source is rf.Source); other lists the remaining topics.
 func (o *offsets) classify(ctx context.Context, rf *config.Flow) (fromTo bool, other []string, err error) {
-	pol, err := rf.Policy()
-	if err != nil {
-		return false, nil, err
-	}
+	pol := rf.Policy
 	adm, closeAdm, err := admin(rf.TargetAdmin, "offsets-failback")
 	if err != nil {
 		return false, nil, fmt.Errorf("cluster %s: %w", rf.Target, err)

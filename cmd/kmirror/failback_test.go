@@ -45,10 +45,7 @@ func TestEnabledFlow(t *testing.T) {
 
 func TestSplitTopics(t *testing.T) {
 	_, cfg := flowsConfig(t, "A->B")
-	pol, err := enabledFlow(cfg, "A", "B").Policy()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := enabledFlow(cfg, "A", "B").Policy
 	offs := func(topics ...string) kadm.OffsetResponses {
 		o := make(kadm.OffsetResponses)
 		for _, tp := range topics {

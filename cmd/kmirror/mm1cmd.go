@@ -14,7 +14,6 @@ import (
 
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
-	"github.com/kmirror/kmirror/internal/flow"
 	"github.com/kmirror/kmirror/internal/policy"
 )
 
@@ -296,7 +295,7 @@ func translateMM1(o *mm1Options, cons, prod *config.Properties) (*mm1Translation
 				providers[k] = l
 			case f.role == "consumer" && k == "group.id":
 				// MM1 replicated through this group: start where it stands.
-				add(s+"->"+t+"."+flow.StartGroupKey, v, origin)
+				add(s+"->"+t+"."+config.StartGroupKey, v, origin)
 				tr.notes = append(tr.notes, fmt.Sprintf("%s: group.id %s: partitions without kmirror progress start at this group's committed offsets, as MM1 resumed; kmirror commits nothing to it", origin, v))
 				continue
 			case f.dropped[k] != "":

@@ -17,7 +17,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/checkpoint"
 	"github.com/kmirror/kmirror/internal/clients"
@@ -171,11 +170,7 @@ func targetClient(f *config.Flow, log *slog.Logger) (*mirrorclient.Client, error
 
 // admin returns a kadm client from Java client properties.
 func admin(props map[string]string, name string) (*kadm.Client, func(), error) {
-	opts, err := clients.RoleOptions(clients.Admin, props)
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := kgo.NewClient(append(opts, kgo.ClientID("kmirror-cli|"+name))...)
+	cl, _, err := clients.New("kmirror-cli|"+name, clients.Admin, props)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -192,10 +187,7 @@ func (o *offsets) report(ctx context.Context) (*offsetsReport, error) {
 		return nil, fmt.Errorf("cluster %s: %w", f.Target, err)
 	}
 	defer mc.Close()
-	set, err := checkpoint.FlowSettings(f)
-	if err != nil {
-		return nil, err
-	}
+	set := checkpoint.FlowSettings(f)
 	rep := &offsetsReport{Group: o.group, From: f.Source, To: f.Target, Source: o.use,
 		CheckpointsTopic: mc.CheckpointsTopic(f.Source), Mode: set.Mode.String()}
 

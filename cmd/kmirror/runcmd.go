@@ -108,40 +108,32 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// REST settings: kmirror keys of the properties file.
-const (
-	restListenerKey = "kmirror.rest.listener" // host:port
-	restTokenKey    = "kmirror.rest.token"    // bearer token; use a config provider
-	restAuthKey     = "kmirror.rest.auth"     // "none" turns the token off
-	restCertKey     = "kmirror.rest.tls.cert" // PEM certificate file: serve HTTPS
-	restKeyKey      = "kmirror.rest.tls.key"  // PEM key file
-	restTokenEnv    = "KMIRROR_REST_TOKEN"    // the token, when not in the file
-)
+// restTokenEnv holds the REST token when the file has none.
+const restTokenEnv = "KMIRROR_REST_TOKEN"
 
 // startREST serves the REST API when --rest-addr or kmirror.rest.listener
 // asks for it. Without a token it refuses to start unless
 // kmirror.rest.auth = none says the API may be open.
 func startREST(cfg *config.Config, addr string, run *runner.Runner, log *slog.Logger) (*http.Server, error) {
-	get := func(k string) string { v, _ := cfg.Props.Get(k); return v }
 	if addr == "" {
-		addr = get(restListenerKey)
+		addr = cfg.REST.Listener
 	}
 	if addr == "" {
 		return nil, nil
 	}
-	token := get(restTokenKey)
+	token := cfg.REST.Token
 	if token == "" {
 		token = os.Getenv(restTokenEnv)
 	}
-	if token == "" && get(restAuthKey) != "none" {
-		return nil, fmt.Errorf("the REST API needs a token: set %s (through a config provider) or %s, or %s = none for an open API", restTokenKey, restTokenEnv, restAuthKey)
+	if token == "" && !cfg.REST.Open {
+		return nil, fmt.Errorf("the REST API needs a token: set %s (through a config provider) or %s, or %s = none for an open API", config.RESTTokenKey, restTokenEnv, config.RESTAuthKey)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("REST API: %w", err)
 	}
 	srv := &http.Server{Handler: rest.Handler(run, token, log), ReadHeaderTimeout: 5 * time.Second}
-	cert, key := get(restCertKey), get(restKeyKey)
+	cert, key := cfg.REST.TLSCert, cfg.REST.TLSKey
 	go func() {
 		var err error
 		if cert != "" {

@@ -138,8 +138,7 @@ func clusterView(cfg *config.Config, alias string) (map[string]string, policy.Po
 		if err != nil {
 			return nil, nil, err
 		}
-		p, err := f.Policy()
-		return f.TargetAdmin, p, err
+		return f.TargetAdmin, f.Policy, nil
 	}
 	// A lone cluster: its own connection keys and the default policy.
 	p, err := policy.New(policy.Config{InternalSeparatorEnabled: true})
@@ -155,13 +154,7 @@ func scanCluster(ctx context.Context, cfg *config.Config, alias string) clusterS
 		s.Error = err.Error()
 		return s
 	}
-	opts, err := clients.RoleOptions(clients.Admin, props)
-	if err != nil {
-		s.Error = err.Error()
-		return s
-	}
-	opts = append(opts, kgo.ClientID("kmirror-cli|topology"))
-	cl, err := kgo.NewClient(opts...)
+	cl, opts, err := clients.New("kmirror-cli|topology", clients.Admin, props)
 	if err != nil {
 		s.Error = err.Error()
 		return s

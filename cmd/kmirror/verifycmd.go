@@ -118,18 +118,15 @@ func pickFlow(cfg *config.Config, name string) (*config.Flow, error) {
 
 // verifyFlow compares every partition with saved progress.
 func verifyFlow(ctx context.Context, fc *config.Flow, only *regexp.Regexp) ([]verify.Result, error) {
-	src, err := clients.RoleOptions(clients.Consumer, fc.SourceConsumer)
+	src, err := clients.Build(clients.ID(fc.Name(), "verify-source-consumer"), clients.Consumer, fc.SourceConsumer)
 	if err != nil {
 		return nil, fmt.Errorf("source cluster %s: %w", fc.Source, err)
 	}
-	dst, err := clients.RoleOptions(clients.Consumer, fc.TargetConsumer)
+	dst, err := clients.Build(clients.ID(fc.Name(), "verify-target-consumer"), clients.Consumer, fc.TargetConsumer)
 	if err != nil {
 		return nil, fmt.Errorf("target cluster %s: %w", fc.Target, err)
 	}
-	pol, err := fc.Policy()
-	if err != nil {
-		return nil, err
-	}
+	pol := fc.Policy
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	saved, err := progress.Read(ctx, dst, fc.OffsetStorageTopic, fc.Source, quiet)
 	if err != nil {

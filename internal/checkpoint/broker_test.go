@@ -130,8 +130,9 @@ func TestBrokersFailover(t *testing.T) {
 			f.Topics = []string{topic}
 			f.Groups = []string{topic + "-.*"}
 			f.SyncGroupOffsetsEnabled = false
+			built(f)
 			remote := f.Source + "." + topic
-			syncsTopic, _ := f.OffsetSyncsTopic()
+			syncsTopic := f.OffsetSyncsTopic()
 			tadm := b.Admin(t)
 			b.CreateTopic(t, remote, 1, nil)
 			compact := "compact"

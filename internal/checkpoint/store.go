@@ -20,17 +20,6 @@ const (
 	MM2
 )
 
-// ParseMode reads kmirror.offset.translation ("" means exact).
-func ParseMode(s string) (Mode, bool) {
-	switch s {
-	case "", "exact":
-		return Exact, true
-	case "mm2":
-		return MM2, true
-	}
-	return Exact, false
-}
-
 func (m Mode) String() string {
 	if m == MM2 {
 		return "mm2"

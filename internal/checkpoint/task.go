@@ -24,13 +24,6 @@ import (
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
-// kmirror-only settings read from the flow.
-const (
-	KeyMode           = "kmirror.offset.translation"
-	KeyIndexRetention = "kmirror.offset.index.retention.ms"
-	KeyMaxSyncs       = "kmirror.offset.translation.max.syncs.per.partition"
-)
-
 // Settings are the translation settings of a flow.
 type Settings struct {
 	Mode           Mode
@@ -39,32 +32,22 @@ type Settings struct {
 	MaxSyncs       int
 }
 
-// FlowSettings reads the kmirror.offset.* settings of f.
-func FlowSettings(f *config.Flow) (Settings, error) {
-	s := Settings{IndexRetention: offsetsync.DefaultIndexRetention, MaxSyncs: DefaultMaxSyncs}
-	m, ok := ParseMode(f.Settings[KeyMode])
-	if !ok {
-		return s, fmt.Errorf("flow %s: %s must be exact or mm2, not %q", f.Name(), KeyMode, f.Settings[KeyMode])
-	}
-	s.Mode = m
-	if m == Exact {
+// FlowSettings maps the kmirror.offset.* settings of f, which config
+// read and checked, filling in the defaults.
+func FlowSettings(f *config.Flow) Settings {
+	s := Settings{Mode: Exact, IndexRetention: offsetsync.DefaultIndexRetention, MaxSyncs: DefaultMaxSyncs}
+	if f.OffsetTranslation == config.TranslationMM2 {
+		s.Mode = MM2
+	} else {
 		s.IndexTopic = offsetsync.IndexTopic(f.Source)
 	}
-	if v := f.Settings[KeyIndexRetention]; v != "" {
-		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ms < -1 || ms == 0 {
-			return s, fmt.Errorf("flow %s: %s must be a positive number of milliseconds or -1", f.Name(), KeyIndexRetention)
-		}
-		s.IndexRetention = time.Duration(ms) * time.Millisecond
+	if f.OffsetIndexRetention != 0 {
+		s.IndexRetention = f.OffsetIndexRetention
 	}
-	if v := f.Settings[KeyMaxSyncs]; v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 4 {
-			return s, fmt.Errorf("flow %s: %s must be a number of at least 4", f.Name(), KeyMaxSyncs)
-		}
-		s.MaxSyncs = n
+	if f.MaxSyncsPerPartition > 0 {
+		s.MaxSyncs = f.MaxSyncsPerPartition
 	}
-	return s, nil
+	return s
 }
 
 // SetupWriter prepares the flow's offset-sync writer for the translation
@@ -74,9 +57,9 @@ func FlowSettings(f *config.Flow) (Settings, error) {
 // producer (w's own client when the offset-syncs topic is on the target).
 // In mm2 mode it does nothing.
 func SetupWriter(ctx context.Context, f *config.Flow, w *offsetsync.Writer, tgtAdm *kadm.Client, indexCl *kgo.Client) error {
-	s, err := FlowSettings(f)
-	if err != nil || s.Mode != Exact {
-		return err
+	s := FlowSettings(f)
+	if s.Mode != Exact {
+		return nil
 	}
 	if err := offsetsync.CreateIndexTopic(ctx, tgtAdm, s.IndexTopic, f.OffsetSyncsTopicReplicationFactor,
 		"offset-syncs.topic.replication.factor", s.IndexRetention); err != nil {
@@ -133,22 +116,7 @@ func New(c Config) (*Task, error) {
 		t.log = slog.Default()
 	}
 	t.log = t.log.With("task", "checkpoint")
-	var err error
-	if t.set, err = FlowSettings(f); err != nil {
-		return nil, err
-	}
-	if t.pol, err = f.Policy(); err != nil {
-		return nil, err
-	}
-	if t.topics, err = f.TopicFilter(); err != nil {
-		return nil, err
-	}
-	if t.groups, err = f.GroupFilter(); err != nil {
-		return nil, err
-	}
-	if t.syncs, err = f.OffsetSyncsTopic(); err != nil {
-		return nil, err
-	}
+	t.set, t.pol, t.topics, t.groups, t.syncs = FlowSettings(f), f.Policy, f.TopicFilter, f.GroupFilter, f.OffsetSyncsTopic()
 	t.cpTopic = t.pol.CheckpointsTopic(f.Source)
 	t.store = NewStore(t.set.Mode, t.set.MaxSyncs)
 
@@ -156,6 +124,7 @@ func New(c Config) (*Task, error) {
 	if f.OffsetSyncsTopicLocation == "source" {
 		syncProps = f.SourceConsumer
 	}
+	var err error
 	if t.syncConn, err = t.conn("offset-syncs-consumer", clients.Consumer, syncProps); err != nil {
 		return nil, err
 	}
@@ -183,23 +152,15 @@ func New(c Config) (*Task, error) {
 }
 
 func (t *Task) conn(role string, kind clients.Role, props map[string]string) ([]kgo.Opt, error) {
-	opts, err := clients.RoleOptions(kind, props)
+	opts, err := clients.Build(clients.ID(t.cfg.Name(), role), kind, props)
 	if err != nil {
 		return nil, fmt.Errorf("flow %s, %s client: %w", t.cfg.Name(), role, err)
 	}
-	id := t.cfg.Name() + "|kmirror|" + role
-	if v := props["client.id"]; v != "" {
-		id = v + "|" + id
-	}
-	return append(opts, kgo.ClientID(id)), nil
+	return opts, nil
 }
 
 func (t *Task) client(role string, kind clients.Role, props map[string]string, extra ...kgo.Opt) (*kgo.Client, error) {
-	opts, err := t.conn(role, kind, props)
-	if err != nil {
-		return nil, err
-	}
-	cl, err := kgo.NewClient(append(opts, extra...)...)
+	cl, _, err := clients.New(clients.ID(t.cfg.Name(), role), kind, props, extra...)
 	if err != nil {
 		return nil, fmt.Errorf("flow %s, %s client: %w", t.cfg.Name(), role, err)
 	}

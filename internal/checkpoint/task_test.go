@@ -14,6 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/wire"
 )
@@ -77,9 +78,13 @@ func testFlow(src, dst []string, mode string) *config.Flow {
 	props := func(addrs []string) map[string]string {
 		return map[string]string{"bootstrap.servers": strings.Join(addrs, ",")}
 	}
-	return &config.Flow{
+	tr, ok := config.ParseOffsetTranslation(mode)
+	if !ok {
+		panic("bad mode " + mode)
+	}
+	return built(&config.Flow{
 		Source: "A", Target: "B", Enabled: true,
-		Settings:                          map[string]string{KeyMode: mode},
+		OffsetTranslation:                 tr,
 		Topics:                            policy.DefaultTopics,
 		TopicsExclude:                     policy.DefaultTopicsExclude,
 		Groups:                            policy.DefaultGroups,
@@ -100,7 +105,24 @@ func testFlow(src, dst []string, mode string) *config.Flow {
 		TargetAdmin:                       props(dst),
 		TargetConsumer:                    props(dst),
 		TargetProducer:                    props(dst),
+	})
+}
+
+// built sets what config builds at load from f's settings: the policy and
+// the filters. Tests that change f's lists call it again.
+func built(f *config.Flow) *config.Flow {
+	var err error
+	if f.Policy, err = policy.New(policy.Config{Class: f.PolicyClass, Separator: f.Separator, SeparatorSet: f.SeparatorSet,
+		InternalSeparatorEnabled: f.InternalSeparatorEnabled, SourceAlias: f.Source}); err != nil {
+		panic(err)
 	}
+	if f.TopicFilter, err = policy.NewFilter(f.Topics, f.TopicsExclude); err != nil {
+		panic(err)
+	}
+	if f.GroupFilter, err = policy.NewFilter(f.Groups, f.GroupsExclude); err != nil {
+		panic(err)
+	}
+	return f
 }
 
 func newFake(t *testing.T) (*kfake.Cluster, *kgo.Client) {
@@ -184,7 +206,7 @@ func TestTaskKfake(t *testing.T) {
 			src, srcCl := newFake(t)
 			dst, dstCl := newFake(t)
 			f := testFlow(src.ListenAddrs(), dst.ListenAddrs(), mode)
-			syncs, _ := f.OffsetSyncsTopic()
+			syncs := f.OffsetSyncsTopic()
 			ctx := context.Background()
 			dadm := kadm.NewClient(dstCl)
 			if _, err := dadm.CreateTopic(ctx, 1, 1, nil, syncs); err != nil {
@@ -263,5 +285,25 @@ func TestTaskKfake(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+func TestFlowSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		f    config.Flow
+		want Settings
+	}{
+		{"defaults", config.Flow{Source: "A"},
+			Settings{Mode: Exact, IndexTopic: offsetsync.IndexTopic("A"), IndexRetention: offsetsync.DefaultIndexRetention, MaxSyncs: DefaultMaxSyncs}},
+		{"mm2", config.Flow{Source: "A", OffsetTranslation: config.TranslationMM2},
+			Settings{Mode: MM2, IndexRetention: offsetsync.DefaultIndexRetention, MaxSyncs: DefaultMaxSyncs}},
+		{"set", config.Flow{Source: "A", OffsetIndexRetention: -time.Millisecond, MaxSyncsPerPartition: 8},
+			Settings{Mode: Exact, IndexTopic: offsetsync.IndexTopic("A"), IndexRetention: -time.Millisecond, MaxSyncs: 8}},
+	}
+	for _, tt := range tests {
+		if got := FlowSettings(&tt.f); got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
 	}
 }

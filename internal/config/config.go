@@ -5,8 +5,10 @@
 // It implements java.util.Properties parsing, Kafka config providers
 // (${env:...}, ${file:...}, ${dir:...}), and MirrorMakerConfig's expansion
 // of cluster-prefixed (A.key) and flow-prefixed (A->B.key) settings with
-// MM2's precedence rules. Every problem is reported with its file, line and
-// key before anything connects to a cluster.
+// MM2's precedence rules. kmirror's own kmirror.* keys are read here too,
+// and each flow gets its replication policy and filters built once. Every
+// problem is reported with its file, line and key before anything connects
+// to a cluster.
 //
 // kmirror deviates from MM2 in one documented default:
 // offset-syncs.topic.location is "target" unless set explicitly.
@@ -35,6 +37,7 @@ type Config struct {
 	Flows    []*Flow
 	Warnings []string
 	Props    *Properties // raw keys, values after provider resolution
+	REST     REST        // the kmirror.rest.* keys
 
 	clusterSet map[string]bool
 	clusters   map[string]layer // clusterProps with provenance
@@ -88,6 +91,7 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	var errs errorList
 	resolveProviders(props, name, lookupEnv, &errs)
 	c.parseClusters(&errs)
+	c.parseREST(&errs)
 	for _, k := range props.Keys() {
 		c.checkKey(k, &errs)
 	}
@@ -244,7 +248,9 @@ func (c *Config) checkKey(k string, errs *errorList) {
 	switch {
 	case k == "clusters" || mm2Keys[k] || strings.HasPrefix(k, providersKey+".") ||
 		strings.HasPrefix(k, "listeners.https.") || strings.HasPrefix(k, "admin.listeners.https.") ||
-		strings.HasPrefix(k, "kmirror.") || IsClientConnectionKey(k):
+		IsClientConnectionKey(k):
+	case strings.HasPrefix(k, "kmirror."):
+		c.checkKmirrorKey(k, k, false)
 	case strings.Contains(k, "->"):
 		c.checkFlowKey(k, errs)
 	case c.declaredPrefix(k) != "":
@@ -307,6 +313,8 @@ func (c *Config) checkFlowKey(k string, errs *errorList) {
 				c.warn(k, "%q is deprecated (removed in Kafka 4.0); use %q", k, p+deprecatedAliases[suffix])
 			case removedKeys[suffix]:
 				c.warn(k, "%q was removed in Kafka 4.0 and is ignored", k)
+			case strings.HasPrefix(suffix, "kmirror."):
+				c.checkKmirrorKey(k, suffix, true)
 			case !isFlowKey(suffix):
 				c.warn(k, "unknown key %q", k)
 			}

@@ -67,7 +67,7 @@ func TestSeedUSWest(t *testing.T) {
 	if len(c.Warnings) != 0 {
 		t.Errorf("warnings: %q", c.Warnings)
 	}
-	if s, _ := c.Flows[0].TopicFilter(); !s.Match("orders") || s.Match("x.internal") {
+	if s := c.Flows[0].TopicFilter; !s.Match("orders") || s.Match("x.internal") {
 		t.Error("topic filter")
 	}
 }
@@ -88,16 +88,13 @@ func TestSeedShSz(t *testing.T) {
 	if szsh.RefreshGroupsInterval != 10*time.Minute {
 		t.Errorf("sz->sh refresh groups %v", szsh.RefreshGroupsInterval)
 	}
-	tf, err := shsz.TopicFilter()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tf := shsz.TopicFilter
 	for name, want := range map[string]bool{"orders.created": true, "payments": true, "orders-internal": false, "orders_test": false, "audit": false} {
 		if tf.Match(name) != want {
 			t.Errorf("sh->sz topic %q: %v", name, !want)
 		}
 	}
-	gf, _ := szsh.GroupFilter()
+	gf := szsh.GroupFilter
 	if !gf.Match("order-service") || !gf.Match("x-consumer") || gf.Match("console-consumer-1") || gf.Match("other") {
 		t.Error("group filter")
 	}
@@ -153,11 +150,16 @@ func TestDefaults(t *testing.T) {
 		SyncGroupOffsetsEnabled: false, SyncGroupOffsetsInterval: time.Minute,
 		TasksMax: 1, AdminTimeout: time.Minute, ConsumerPollTimeout: time.Second,
 		OffsetStorageTopic: "mm2-offsets.A.internal", OffsetStoragePartitions: 25, OffsetStorageReplicationFactor: 3,
+		WorkersGroupID: "kmirror-A->B", OffsetFlushInterval: time.Second,
 	}
 	got := *f
 	got.Settings, got.Worker, got.settings, got.cfg = nil, nil, nil, nil
 	got.SourceConsumer, got.SourceAdmin, got.TargetProducer, got.TargetAdmin, got.TargetConsumer = nil, nil, nil, nil, nil
 	got.Topics, got.TopicsExclude, got.Groups, got.GroupsExclude, got.ConfigPropertiesExclude = nil, nil, nil, nil, nil
+	if f.Policy == nil || f.TopicFilter == nil || f.GroupFilter == nil || f.ConfigExclude == nil {
+		t.Errorf("policy and filters not built: %+v", f)
+	}
+	got.Policy, got.TopicFilter, got.GroupFilter, got.ConfigExclude = nil, nil, nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", got, want)
 	}
@@ -165,7 +167,7 @@ func TestDefaults(t *testing.T) {
 		len(f.ConfigPropertiesExclude) != 6 || f.Topics[0] != ".*" || f.Groups[0] != ".*" {
 		t.Errorf("default lists %q %q %q", f.TopicsExclude, f.GroupsExclude, f.ConfigPropertiesExclude)
 	}
-	if name, _ := f.OffsetSyncsTopic(); name != "mm2-offset-syncs.A.internal" {
+	if name := f.OffsetSyncsTopic(); name != "mm2-offset-syncs.A.internal" {
 		t.Errorf("offset syncs topic %q", name)
 	}
 	if f.Worker["client.id"] != "A->B" || f.Worker["status.storage.topic"] != "mm2-status.A.internal" || f.Worker["bootstrap.servers"] != "b:1" {
@@ -301,17 +303,14 @@ B->A.replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicat
 offset-syncs.topic.location = source
 `)
 	ab, ba := flow(t, c, "A->B"), flow(t, c, "B->A")
-	p, err := ab.Policy()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := ab.Policy
 	if p.FormatRemoteTopic("A", "t") != "A_t" || p.CheckpointsTopic("A") != "A.checkpoints.internal" {
 		t.Errorf("A->B policy: %s %s", p.FormatRemoteTopic("A", "t"), p.CheckpointsTopic("A"))
 	}
-	if n, _ := ab.OffsetSyncsTopic(); n != "mm2-offset-syncs.B.internal" {
+	if n := ab.OffsetSyncsTopic(); n != "mm2-offset-syncs.B.internal" {
 		t.Errorf("location=source names the target: %s", n)
 	}
-	p, _ = ba.Policy()
+	p = ba.Policy
 	if p.FormatRemoteTopic("B", "t") != "t" || p.CheckpointsTopic("B") != "B_checkpoints_internal" {
 		t.Errorf("B->A identity policy: %s %s", p.FormatRemoteTopic("B", "t"), p.CheckpointsTopic("B"))
 	}

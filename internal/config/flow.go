@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,12 @@ type Flow struct {
 
 	PolicyClass, Separator                 string
 	SeparatorSet, InternalSeparatorEnabled bool
+
+	// Built once at load from the keys above.
+	Policy        policy.Policy  // replication.policy.*
+	TopicFilter   *policy.Filter // topics / topics.exclude
+	GroupFilter   *policy.Filter // groups / groups.exclude
+	ConfigExclude *regexp.Regexp // config.properties.exclude
 
 	ReplicationFactor int16
 
@@ -93,6 +100,23 @@ type Flow struct {
 	// worker producer) and offset syncs.
 	SourceConsumer, SourceAdmin, TargetProducer, TargetAdmin, TargetConsumer map[string]string
 
+	// kmirror's own settings (see the keys in kmirror.go), read trimmed.
+	Passthrough            Switch            // PassthroughKey
+	FetchesPerBroker       int               // FetchesKey; 0: the data path's default
+	Workers                Workers           // WorkersKey
+	WorkersGroupID         string            // WorkersGroupIDKey; default kmirror-SOURCE->TARGET
+	StartFromGroup         string            // StartGroupKey; "" for none
+	ThrottleBytesPerSecond int64             // ThrottleKey; 0: no bound
+	Provenance             Switch            // ProvenanceKey; Auto when unset
+	OffsetTranslation      OffsetTranslation // OffsetTranslationKey
+	OffsetIndexRetention   time.Duration     // OffsetIndexRetentionKey; 0: unset, -1 ms: no limit
+	MaxSyncsPerPartition   int               // MaxSyncsKey; 0: unset
+	// ExactlyOnce: TARGET.exactly.once.source.support = enabled.
+	ExactlyOnce bool
+	// OffsetFlushInterval: offset.flush.interval.ms of the worker view,
+	// DefaultOffsetFlushInterval unless a positive number.
+	OffsetFlushInterval time.Duration
+
 	settings layer
 	cfg      *Config
 }
@@ -100,39 +124,13 @@ type Flow struct {
 // Name is "SOURCE->TARGET".
 func (f *Flow) Name() string { return f.Source + "->" + f.Target }
 
-// Policy builds the flow's replication policy.
-func (f *Flow) Policy() (policy.Policy, error) {
-	return policy.New(policy.Config{Class: f.PolicyClass, Separator: f.Separator, SeparatorSet: f.SeparatorSet,
-		InternalSeparatorEnabled: f.InternalSeparatorEnabled, SourceAlias: f.Source})
-}
-
-// TopicFilter selects source topics by topics / topics.exclude.
-func (f *Flow) TopicFilter() (*policy.Filter, error) {
-	return policy.NewFilter(f.Topics, f.TopicsExclude)
-}
-
-// GroupFilter selects consumer groups by groups / groups.exclude.
-func (f *Flow) GroupFilter() (*policy.Filter, error) {
-	return policy.NewFilter(f.Groups, f.GroupsExclude)
-}
-
-// ConfigPropertyFilter matches topic config names that must not be copied
-// (config.properties.exclude).
-func (f *Flow) ConfigPropertyFilter() (*policy.Filter, error) {
-	return policy.NewFilter(f.ConfigPropertiesExclude, nil)
-}
-
 // OffsetSyncsTopic is the name of the flow's offset-syncs topic; it lives on
 // the cluster named by OffsetSyncsTopicLocation and names the other one.
-func (f *Flow) OffsetSyncsTopic() (string, error) {
-	p, err := f.Policy()
-	if err != nil {
-		return "", err
-	}
+func (f *Flow) OffsetSyncsTopic() string {
 	if f.OffsetSyncsTopicLocation == "source" {
-		return p.OffsetSyncsTopic(f.Target), nil
+		return f.Policy.OffsetSyncsTopic(f.Target)
 	}
-	return p.OffsetSyncsTopic(f.Source), nil
+	return f.Policy.OffsetSyncsTopic(f.Source)
 }
 
 // String is the flow name; it never includes settings.
@@ -421,6 +419,10 @@ func (b *builder) typed() {
 	f.ConfigPropertiesExclude = b.list("config.properties.exclude", policy.DefaultConfigPropertiesExclude)
 	f.Groups = b.list("groups", policy.DefaultGroups)
 	f.GroupsExclude = b.list("groups.exclude", policy.DefaultGroupsExclude)
+	// The lists compile (or list reported why): no errors left here.
+	f.TopicFilter, _ = policy.NewFilter(f.Topics, f.TopicsExclude)
+	f.GroupFilter, _ = policy.NewFilter(f.Groups, f.GroupsExclude)
+	f.ConfigExclude, _ = policy.CompilePattern(f.ConfigPropertiesExclude)
 
 	f.PolicyClass = policy.DefaultClass
 	if v, ok := s["replication.policy.class"]; ok {
@@ -435,7 +437,10 @@ func (b *builder) typed() {
 		}
 	}
 	f.InternalSeparatorEnabled = b.boolean("replication.policy.internal.topic.separator.enabled", true)
-	if _, err := f.Policy(); err != nil {
+	var err error
+	f.Policy, err = policy.New(policy.Config{Class: f.PolicyClass, Separator: f.Separator, SeparatorSet: f.SeparatorSet,
+		InternalSeparatorEnabled: f.InternalSeparatorEnabled, SourceAlias: f.Source})
+	if err != nil {
 		if b.hidden(s, "replication.policy.class") {
 			err = fmt.Errorf("unsupported replication policy class %s", b.show(s, "replication.policy.class"))
 		}
@@ -468,6 +473,7 @@ func (b *builder) typed() {
 	b.checkOffsetSyncs()
 	b.checkUnsupported()
 	b.worker()
+	b.kmirror()
 	b.clients()
 	b.checkExactlyOnce()
 }

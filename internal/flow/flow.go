@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,13 +22,7 @@ import (
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/replicate"
-	"github.com/kmirror/kmirror/internal/throttle"
 )
-
-// DefaultFlushInterval is how often progress is saved when
-// offset.flush.interval.ms is not set. MM2's default is 60 s; kmirror saves
-// every second so that a crash re-copies at most about a second of data.
-const DefaultFlushInterval = time.Second
 
 // codecProducers returns one producer per compression codec, so that
 // records reach the target compressed as they were at the source, unless
@@ -64,108 +56,46 @@ func (f *Flow) codecProducers(single bool, popts []kgo.Opt) (map[uint8]*kgo.Clie
 	return out, nil
 }
 
-// PassthroughKey chooses a flow's data path. Passthrough forwards source
-// batches to the target as they are, without decompression and
-// recompression; the record path decodes and re-encodes every record.
-// "auto" (the default) and "true" use passthrough wherever the flow needs
-// no per-record work: not exactly-once, no provenance header, no
-// compression.type of its own for the target producer. "false" always uses
-// the record path.
-const PassthroughKey = "kmirror.passthrough.enabled"
-
-// passthroughMode reads PassthroughKey: on is false only for "false".
-func passthroughMode(c *config.Flow) (on bool, err error) {
-	switch v := strings.ToLower(strings.TrimSpace(c.Settings[PassthroughKey])); v {
-	case "", "auto", "true":
-		return true, nil
-	case "false":
-		return false, nil
-	default:
-		raw, line := c.Position(PassthroughKey)
-		return false, &config.Error{File: c.File(), Line: line, Key: raw, Msg: fmt.Sprintf("want true, false or auto, not %q", v)}
-	}
-}
-
 // dataPath decides between passthrough and the record path, and says why
 // when a flow that may use passthrough cannot.
-func dataPathOf(c *config.Flow, eos, addOrigin bool) (passthrough bool, why string, err error) {
-	on, err := passthroughMode(c)
+func dataPathOf(c *config.Flow, eos, addOrigin bool) (passthrough bool, why string) {
 	switch {
-	case err != nil:
-		return false, "", err
-	case !on:
-		return false, PassthroughKey + " = false", nil
+	case c.Passthrough == config.Off:
+		return false, config.PassthroughKey + " = false"
 	case eos:
-		return false, "exactly-once", nil
+		return false, "exactly-once"
 	case addOrigin:
-		return false, "the provenance header is written", nil
+		return false, "the provenance header is written"
 	case c.TargetProducer["compression.type"] != "":
-		return false, "the target producer sets compression.type", nil
+		return false, "the target producer sets compression.type"
 	}
-	return true, "", nil
+	return true, ""
 }
 
-// FetchesKey is how many fetches a flow keeps in flight to each source
-// broker, each on its own connection and for its share of the partitions
-// (1 to MaxFetches). A Kafka broker answers the requests of one connection
-// one at a time, so with one fetch a long round trip leaves the link idle
-// between a response and the next request; Kafka's own followers use
-// num.replica.fetchers the same way. The default is DefaultFetches on
+// DefaultFetches and DefaultRecordFetches are the defaults of
+// config.FetchesKey: how many fetches a flow keeps in flight to each source
+// broker, each on its own connection and for its share of the partitions.
+// A Kafka broker answers the requests of one connection one at a time, so
+// with one fetch a long round trip leaves the link idle between a response
+// and the next request; Kafka's own followers use num.replica.fetchers the
+// same way. The default is DefaultFetches on
 // passthrough and DefaultRecordFetches on the record path, where each lane
 // is a whole consumer: measured locally, a second one cost about a quarter
 // more CPU and a tenth more memory for no gain without a long round trip.
-const FetchesKey = "kmirror.fetches.per.broker"
-
-// Bounds and defaults of FetchesKey.
 const (
 	DefaultFetches       = 2
 	DefaultRecordFetches = 1
-	MaxFetches           = 8
 )
 
-func fetchesOf(c *config.Flow, passthrough bool) (int, error) {
-	v, ok := c.Settings[FetchesKey]
-	if !ok || v == "" {
-		if !passthrough {
-			return DefaultRecordFetches, nil
-		}
-		return DefaultFetches, nil
+// fetchesOf is the flow's fetches per broker on its data path.
+func fetchesOf(c *config.Flow, passthrough bool) int {
+	switch {
+	case c.FetchesPerBroker > 0:
+		return c.FetchesPerBroker
+	case !passthrough:
+		return DefaultRecordFetches
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < 1 || n > MaxFetches {
-		raw, line := c.Position(FetchesKey)
-		return 0, &config.Error{File: c.File(), Line: line, Key: raw, Msg: fmt.Sprintf("want a whole number from 1 to %d, not %q", MaxFetches, v)}
-	}
-	return n, nil
-}
-
-// StartGroupKey names a consumer group on the source whose committed
-// offsets are where partitions without progress start (what `kmirror mm1`
-// sets from MM1's group.id). kmirror commits nothing to that group.
-const StartGroupKey = "kmirror.start.from.group"
-
-// ThrottleKey bounds the bytes per second a flow copies to its target
-// (keys and values on the record path, batch bytes on passthrough).
-const ThrottleKey = "kmirror.throttle.bytes.per.second"
-
-func throttleOf(c *config.Flow) (*throttle.Limiter, error) {
-	v, ok := c.Settings[ThrottleKey]
-	if !ok || v == "" {
-		return nil, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		raw, line := c.Position(ThrottleKey)
-		return nil, &config.Error{File: c.File(), Line: line, Key: raw, Msg: fmt.Sprintf("want a whole number of bytes per second, not %q", v)}
-	}
-	return throttle.New(n), nil
-}
-
-// ExactlyOnce reports whether a flow runs in exactly-once mode: MM2's
-// worker setting exactly.once.source.support=enabled, given for the target
-// cluster (TARGET.exactly.once.source.support = enabled).
-func ExactlyOnce(c *config.Flow) bool {
-	return c.Worker["exactly.once.source.support"] == "enabled"
+	return DefaultFetches
 }
 
 // TransactionalID is the transactional ID of a flow's producer in
@@ -174,17 +104,6 @@ func ExactlyOnce(c *config.Flow) bool {
 func TransactionalID(c *config.Flow) string {
 	return "kmirror-" + c.Name()
 }
-
-// DefaultFetchMaxBytes bounds one fetch response when fetch.max.bytes is
-// not set.
-const DefaultFetchMaxBytes = 16 << 20
-
-// DefaultPartitionFetchMaxBytes bounds one partition of a fetch response
-// when max.partition.fetch.bytes is not set. Java's 1 MiB binds a partition
-// to 1 MiB per round trip, which over a WAN link with few partitions is the
-// whole throughput; franz-go rotates the partitions of its fetches, so a
-// larger share per partition starves none.
-const DefaultPartitionFetchMaxBytes = DefaultFetchMaxBytes / 2
 
 // CommitRecords is how many acknowledged records make progress be saved
 // before the flush interval is up.
@@ -281,42 +200,12 @@ func New(cfg *config.Flow, opts Options, m *metrics.Metrics, log *slog.Logger) *
 // client builds a franz-go client for one role; it also returns the
 // options without the role's extra ones, for short-lived readers.
 func (f *Flow) client(role string, kind clients.Role, props map[string]string, extra ...kgo.Opt) (*kgo.Client, []kgo.Opt, error) {
-	conn, err := clients.RoleOptions(kind, props)
-	if err != nil {
-		return nil, nil, fmt.Errorf("flow %s, %s client: %w", f.cfg.Name(), role, err)
-	}
-	id := f.cfg.Name() + "|kmirror|" + role
-	if v := props["client.id"]; v != "" {
-		id = v + "|" + id
-	}
-	opts := append(append(roleDefaults(kind, props), conn...), kgo.ClientID(id))
-	cl, err := kgo.NewClient(append(opts, extra...)...)
+	cl, opts, err := clients.New(clients.ID(f.cfg.Name(), role), kind, props, extra...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("flow %s, %s client: %w", f.cfg.Name(), role, err)
 	}
 	f.closers = append(f.closers, cl.Close)
 	return cl, opts, nil
-}
-
-// roleDefaults are kmirror's own defaults, which the Java properties of the
-// role override. A replicator's memory is mostly fetched data, so fetches are
-// smaller than Java's 50 MiB unless fetch.max.bytes says otherwise; a
-// partition may fill half of one (see DefaultPartitionFetchMaxBytes).
-//
-// Metadata may be asked for again after half a second instead of franz-go's
-// five: remote topics are created by the flow itself and the data paths
-// must see them at once.
-func roleDefaults(kind clients.Role, props map[string]string) []kgo.Opt {
-	opts := []kgo.Opt{kgo.MetadataMinAge(500 * time.Millisecond)}
-	if kind == clients.Consumer {
-		if _, ok := props["fetch.max.bytes"]; !ok {
-			opts = append(opts, kgo.FetchMaxBytes(DefaultFetchMaxBytes))
-		}
-		if _, ok := props["max.partition.fetch.bytes"]; !ok {
-			opts = append(opts, kgo.FetchMaxPartitionBytes(DefaultPartitionFetchMaxBytes))
-		}
-	}
-	return opts
 }
 
 func (f *Flow) close() {
@@ -403,15 +292,6 @@ func reachable(ctx context.Context, adm *kadm.Client, alias string) error {
 		return fmt.Errorf("cluster %s is unreachable or refuses kmirror: %w", alias, err)
 	}
 	return nil
-}
-
-func flushInterval(c *config.Flow) time.Duration {
-	if v, ok := c.Worker["offset.flush.interval.ms"]; ok {
-		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
-			return time.Duration(ms) * time.Millisecond
-		}
-	}
-	return DefaultFlushInterval
 }
 
 func (f *Flow) every(ctx context.Context, d time.Duration, fn func()) {

@@ -9,36 +9,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/passthrough"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/replicate"
 	"github.com/kmirror/kmirror/internal/topicsync"
 )
-
-// WorkersKey chooses how a flow's partitions are shared: "single" (the
-// default: this process replicates every partition) or "group" (every
-// kmirror running the flow joins a Kafka consumer group on the source
-// cluster, whose coordinator spreads the partitions over the workers and
-// hands a dead worker's partitions to the others). GroupIDKey names the
-// group, by default kmirror-SOURCE->TARGET; the group never gets committed
-// offsets. session.timeout.ms and heartbeat.interval.ms of the source
-// consumer tune how fast a dead worker is noticed.
-const (
-	WorkersKey = "kmirror.workers"
-	GroupIDKey = "kmirror.workers.group.id"
-)
-
-// GroupID returns the consumer group of a flow in group mode, or "".
-func GroupID(c *config.Flow) string {
-	if c.Settings[WorkersKey] != "group" {
-		return ""
-	}
-	if id := c.Settings[GroupIDKey]; id != "" {
-		return id
-	}
-	return "kmirror-" + c.Name()
-}
 
 // groupHooks forwards the group consumer's callbacks to the replicator,
 // which is created after the consumer; no callback fires before the first

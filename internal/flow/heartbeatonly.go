@@ -17,10 +17,6 @@ import (
 func (f *Flow) RunHeartbeatsOnly(ctx context.Context) error {
 	defer f.close()
 	c := f.cfg
-	pol, err := c.Policy()
-	if err != nil {
-		return err
-	}
 	admCl, _, err := f.client("heartbeats-target-admin", clients.Admin, c.TargetAdmin)
 	if err != nil {
 		return err
@@ -29,7 +25,7 @@ func (f *Flow) RunHeartbeatsOnly(ctx context.Context) error {
 	if err := reachable(ctx, adm, c.Target); err != nil {
 		return err
 	}
-	hb, err := f.heartbeats(ctx, pol, adm)
+	hb, err := f.heartbeats(ctx, c.Policy, adm)
 	if err != nil {
 		return err
 	}

@@ -1,18 +1,14 @@
 package flow
 
 import (
-	"strconv"
-
 	"github.com/kmirror/kmirror/internal/config"
 )
 
-// ProvenanceKey turns the provenance header on or off for a flow; by
-// default it is on exactly for flows that keep topic names (identity policy)
-// and lie on a cycle of enabled flows, where records would otherwise loop.
-const ProvenanceKey = "kmirror.provenance.header.enabled"
-
 // OriginHeaderFlows returns, by flow name, whether each of flows writes the
 // provenance header. cfg gives every enabled flow, also those run elsewhere.
+// config.ProvenanceKey turns it on or off; by default it is on exactly for
+// flows that keep topic names (identity policy) and lie on a cycle of
+// enabled flows, where records would otherwise loop.
 func OriginHeaderFlows(cfg *config.Config, flows []*config.Flow) map[string]bool {
 	next := make(map[string][]string)
 	for _, f := range cfg.Flows {
@@ -20,9 +16,8 @@ func OriginHeaderFlows(cfg *config.Config, flows []*config.Flow) map[string]bool
 	}
 	out := make(map[string]bool, len(flows))
 	for _, f := range flows {
-		if v, ok := f.Settings[ProvenanceKey]; ok {
-			b, _ := strconv.ParseBool(v)
-			out[f.Name()] = b
+		if f.Provenance != config.Auto {
+			out[f.Name()] = f.Provenance == config.On
 			continue
 		}
 		out[f.Name()] = keepsNames(f) && reaches(next, f.Target, f.Source)
@@ -32,11 +27,7 @@ func OriginHeaderFlows(cfg *config.Config, flows []*config.Flow) map[string]bool
 
 // keepsNames reports whether f's policy gives remote topics their source name.
 func keepsNames(f *config.Flow) bool {
-	p, err := f.Policy()
-	if err != nil {
-		return false
-	}
-	return p.FormatRemoteTopic(f.Source, "t") == "t"
+	return f.Policy.FormatRemoteTopic(f.Source, "t") == "t"
 }
 
 // reaches reports whether a path of flows leads from one alias to another.

@@ -19,8 +19,8 @@ func TestOriginHeaderFlows(t *testing.T) {
 		{"identity both ways", base + identity + "A->B.enabled = true\nB->A.enabled = true\n", map[string]bool{"A->B": true, "B->A": true}},
 		{"identity ring of three", base + identity + "A->B.enabled = true\nB->C.enabled = true\nC->A.enabled = true\n", map[string]bool{"A->B": true, "B->C": true, "C->A": true}},
 		{"identity chain, no cycle", base + identity + "A->B.enabled = true\nB->C.enabled = true\n", map[string]bool{"A->B": false, "B->C": false}},
-		{"forced off", base + identity + "A->B.enabled = true\nB->A.enabled = true\nA->B." + ProvenanceKey + " = false\n", map[string]bool{"A->B": false, "B->A": true}},
-		{"forced on", base + "A->B.enabled = true\n" + ProvenanceKey + " = true\n", map[string]bool{"A->B": true}},
+		{"forced off", base + identity + "A->B.enabled = true\nB->A.enabled = true\nA->B." + config.ProvenanceKey + " = false\n", map[string]bool{"A->B": false, "B->A": true}},
+		{"forced on", base + "A->B.enabled = true\n" + config.ProvenanceKey + " = true\n", map[string]bool{"A->B": true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/replicate"
+	"github.com/kmirror/kmirror/internal/throttle"
 	"github.com/kmirror/kmirror/internal/topicsync"
 )
 
@@ -47,19 +48,7 @@ type running struct {
 // connect checks the settings the flow needs and that both clusters answer.
 func (r *running) connect(ctx context.Context) error {
 	f, c := r.f, r.c
-	var err error
-	if r.pol, err = c.Policy(); err != nil {
-		return err
-	}
-	if r.topics, err = c.TopicFilter(); err != nil {
-		return err
-	}
-	if r.exclude, err = policy.CompilePattern(c.ConfigPropertiesExclude); err != nil {
-		return err
-	}
-	if _, err := checkpoint.FlowSettings(c); err != nil {
-		return err
-	}
+	r.pol, r.topics, r.exclude = c.Policy, c.TopicFilter, c.ConfigExclude
 	srcAdmCl, _, err := f.client("replication-source-admin", clients.Admin, c.SourceAdmin)
 	if err != nil {
 		return err
@@ -88,12 +77,14 @@ func (r *running) build(ctx context.Context) error {
 		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 	}
-	eos := ExactlyOnce(c)
-	r.group = GroupID(c)
+	eos := c.ExactlyOnce
+	if c.Workers == config.Group {
+		r.group = c.WorkersGroupID
+	}
 	r.hooks = &groupHooks{remotes: make(map[string]string)}
 	if r.group != "" {
 		if eos {
-			return fmt.Errorf("flow %s: exactly-once with several workers (%s) is not supported yet; run one worker per flow", c.Name(), WorkersKey)
+			return fmt.Errorf("flow %s: exactly-once with several workers (%s) is not supported yet; run one worker per flow", c.Name(), config.WorkersKey)
 		}
 		copts = append(copts, r.hooks.options(r.group, c.SourceConsumer)...)
 		f.log.Info("workers share this flow through a consumer group on the source", "group", r.group)
@@ -109,10 +100,7 @@ func (r *running) build(ctx context.Context) error {
 	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
 		return err
 	}
-	usePT, why, err := dataPathOf(c, eos, f.opts.AddOrigin)
-	if err != nil {
-		return err
-	}
+	usePT, why := dataPathOf(c, eos, f.opts.AddOrigin)
 	if !usePT {
 		f.log.Info("record path: records are decoded and re-encoded", "because", why)
 	}
@@ -148,14 +136,8 @@ func (r *running) build(ctx context.Context) error {
 			return err
 		}
 	}
-	limiter, err := throttleOf(c)
-	if err != nil {
-		return err
-	}
-	fetches, err := fetchesOf(c, usePT)
-	if err != nil {
-		return err
-	}
+	limiter := throttle.New(c.ThrottleBytesPerSecond)
+	fetches := fetchesOf(c, usePT)
 	// More source clients, one per fetch lane after the first. The
 	// record path in group mode fetches with the group consumer alone.
 	var more []*kgo.Client
@@ -328,7 +310,7 @@ func (r *running) run(ctx context.Context) error {
 		// Progress is saved every interval, and sooner once CommitRecords
 		// records were acknowledged, which bounds the records copied
 		// twice after a crash even while a backlog streams through.
-		interval := flushInterval(c)
+		interval := c.OffsetFlushInterval
 		last := time.Now()
 		f.every(loops, min(interval, 50*time.Millisecond), func() {
 			if time.Since(last) < interval && r.rep.AckedSinceCommit() < CommitRecords {
@@ -526,11 +508,11 @@ func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
 }
 
 // seedFromGroup gives partitions that have no progress yet the position of
-// a consumer group on the source (StartGroupKey): the records the group
+// a consumer group on the source (config.StartGroupKey): the records the group
 // had already consumed before are not copied, as MirrorMaker 1, which
 // replicated through such a group, would not have copied them again.
 func (r *running) seedFromGroup(ctx context.Context) error {
-	group := r.c.Settings[StartGroupKey]
+	group := r.c.StartFromGroup
 	if group == "" {
 		return nil
 	}
@@ -547,7 +529,7 @@ func (r *running) seedFromGroup(ctx context.Context) error {
 		time.Sleep(250 * time.Millisecond)
 	}
 	if err != nil {
-		return fmt.Errorf("flow %s: reading the offsets of group %q on %s (%s): %w", r.c.Name(), group, r.c.Source, StartGroupKey, err)
+		return fmt.Errorf("flow %s: reading the offsets of group %q on %s (%s): %w", r.c.Name(), group, r.c.Source, config.StartGroupKey, err)
 	}
 	seed := make(map[progress.TP]int64)
 	offs.Each(func(o kadm.OffsetResponse) {

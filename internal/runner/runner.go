@@ -129,7 +129,7 @@ func (r *Runner) startAll() {
 // start runs one flow; r.mu is held.
 func (r *Runner) start(fc *config.Flow, heartbeats bool, opts flow.Options) {
 	ctx, cancel := context.WithCancel(r.ctx)
-	mf := &managed{name: fc.Name(), heartbeats: heartbeats, eos: flow.ExactlyOnce(fc), f: flow.New(fc, opts, r.m, r.log),
+	mf := &managed{name: fc.Name(), heartbeats: heartbeats, eos: fc.ExactlyOnce, f: flow.New(fc, opts, r.m, r.log),
 		cancel: cancel, done: make(chan struct{}), state: "running", started: time.Now()}
 	r.flows[mf.name] = mf
 	go func() {
