@@ -1,9 +1,6 @@
-package main
+package offsetplan
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,30 +8,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/internal/checkpoint"
-	"github.com/kmirror/kmirror/internal/config"
 )
 
-// flowsConfig loads a two-cluster file with unreachable brokers and the
-// given flows enabled.
-func flowsConfig(t *testing.T, flows ...string) (string, *config.Config) {
-	t.Helper()
-	body := "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:1\n"
-	for _, f := range flows {
-		body += f + ".enabled = true\n"
-	}
-	p := filepath.Join(t.TempDir(), "mm2.properties")
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, cfg
-}
-
 func TestEnabledFlow(t *testing.T) {
-	_, cfg := flowsConfig(t, "A->B")
+	cfg := flowsConfig(t, "A->B")
 	if f := enabledFlow(cfg, "A", "B"); f == nil || f.Name() != "A->B" {
 		t.Errorf("enabledFlow(A, B) = %v, want A->B", f)
 	}
@@ -44,7 +21,7 @@ func TestEnabledFlow(t *testing.T) {
 }
 
 func TestSplitTopics(t *testing.T) {
-	_, cfg := flowsConfig(t, "A->B")
+	cfg := flowsConfig(t, "A->B")
 	pol, err := enabledFlow(cfg, "A", "B").Policy()
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +56,7 @@ func TestSplitTopics(t *testing.T) {
 }
 
 func TestReverseRows(t *testing.T) {
-	_, cfg := flowsConfig(t, "A->B")
+	cfg := flowsConfig(t, "A->B")
 	rf := enabledFlow(cfg, "A", "B")
 	backs := []checkpoint.Back{
 		{Topic: "orders", RemoteTopic: "A.orders", Partition: 0, Upstream: 220, Downstream: 200},
@@ -113,69 +90,14 @@ func TestReverseRows(t *testing.T) {
 }
 
 func TestMergeReverse(t *testing.T) {
-	rev := []offsetRow{{Topic: "orders", Partition: 0, Downstream: 7, FromTopic: "A.orders"}}
-	fwd := []offsetRow{
+	rev := []Row{{Topic: "orders", Partition: 0, Downstream: 7, FromTopic: "A.orders"}}
+	fwd := []Row{
 		{Topic: "B.orders", Partition: 0, Downstream: 3},
 		{Topic: "orders", Partition: 0, Downstream: 9},
 	}
 	got := mergeReverse(rev, fwd)
-	want := []offsetRow{fwd[0], rev[0]}
+	want := []Row{fwd[0], rev[0]}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("mergeReverse = %+v, want %+v", got, want)
-	}
-}
-
-// TestOffsetsRouting checks which path "kmirror offsets" takes, with
-// clusters that do not answer: --from B --to A tries the reverse
-// translation only when the file enables A->B.
-func TestOffsetsRouting(t *testing.T) {
-	tests := []struct {
-		name     string
-		flows    []string
-		from, to string
-		reverse  bool
-	}{
-		{"failback with A->B only", []string{"A->B"}, "B", "A", true},
-		{"failback with both flows", []string{"A->B", "B->A"}, "B", "A", true},
-		{"failback without A->B", []string{"B->A"}, "B", "A", false},
-		{"failover", []string{"A->B"}, "A", "B", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg, _ := flowsConfig(t, tt.flows...)
-			var out, errb bytes.Buffer
-			code := run([]string{"offsets", "--config", cfg, "--group", "g", "--from", tt.from, "--to", tt.to, "--timeout", "1s"}, &out, &errb)
-			if code != 1 {
-				t.Errorf("exit %d, want 1 (no cluster answers); stderr %q", code, errb.String())
-			}
-			rev := "no reverse translation through " + tt.to + "->" + tt.from + ": cluster " + tt.from + " did not answer"
-			if got := strings.Contains(errb.String(), rev); got != tt.reverse {
-				t.Errorf("stderr mentions the reverse translation: %v, want %v; stderr %q", got, tt.reverse, errb.String())
-			}
-		})
-	}
-}
-
-func TestPrintReverse(t *testing.T) {
-	u, d := int64(200), int64(220)
-	rep := &offsetsReport{Group: "g", From: "B", To: "A", Source: useReverse, ReverseFlow: "A->B", Mode: "exact",
-		Partitions: []offsetRow{{Topic: "orders", FromTopic: "A.orders", Upstream: u, Downstream: d, FreshUpstream: &u, FreshDownstream: &d}}}
-	tests := []struct {
-		output string
-		want   []string
-	}{
-		{"text", []string{"offsets on A translated from B (source: the group's offsets on B translated back through the offset syncs of A->B; translation mode exact)", "200->220"}},
-		{"json", []string{`"source": "reverse"`, `"reverse_flow": "A->B"`, `"from_topic": "A.orders"`, `"downstream_offset": 220`}},
-	}
-	for _, tt := range tests {
-		var b bytes.Buffer
-		if err := printOffsets(&b, rep, tt.output); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(b.String(), w) {
-				t.Errorf("%s output lacks %q:\n%s", tt.output, w, b.String())
-			}
-		}
 	}
 }
