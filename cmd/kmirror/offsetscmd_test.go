@@ -62,31 +62,6 @@ func TestOffsetsArgs(t *testing.T) {
 	}
 }
 
-func TestPrintOffsets(t *testing.T) {
-	cu, cd := int64(10), int64(9)
-	rep := &offsetplan.Report{Group: "g", From: "A", To: "B", Source: offsetplan.UseCheckpoints, CheckpointsTopic: "A.checkpoints.internal", Mode: "exact",
-		Partitions: []offsetplan.Row{{Topic: "A.t", Partition: 0, Upstream: 10, Downstream: 9, CheckpointUpstream: &cu, CheckpointDownstream: &cd, Action: "commit"}},
-		Notes:      []string{"hello"}, Applied: true}
-	tests := []struct {
-		output string
-		want   []string
-	}{
-		{"text", []string{"source: checkpoints in A.checkpoints.internal on B", "A.t", "10->9", "commit", "note: hello", "applied: committed to group g on B"}},
-		{"json", []string{`"downstream_offset": 9`, `"source": "checkpoints"`, `"applied": true`}},
-	}
-	for _, tt := range tests {
-		var b bytes.Buffer
-		if err := printOffsets(&b, rep, tt.output); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(b.String(), w) {
-				t.Errorf("%s output lacks %q:\n%s", tt.output, w, b.String())
-			}
-		}
-	}
-}
-
 // TestOffsetsRouting checks which path "kmirror offsets" takes, with
 // clusters that do not answer: --from B --to A tries the reverse
 // translation only when the file enables A->B.
@@ -118,25 +93,32 @@ func TestOffsetsRouting(t *testing.T) {
 	}
 }
 
-func TestPrintReverse(t *testing.T) {
+func TestPrintOffsets(t *testing.T) {
+	cu, cd := int64(10), int64(9)
+	fwd := &offsetplan.Report{Group: "g", From: "A", To: "B", Source: offsetplan.UseCheckpoints, CheckpointsTopic: "A.checkpoints.internal", Mode: "exact",
+		Partitions: []offsetplan.Row{{Topic: "A.t", Partition: 0, Upstream: 10, Downstream: 9, CheckpointUpstream: &cu, CheckpointDownstream: &cd, Action: "commit"}},
+		Notes:      []string{"hello"}, Applied: true}
 	u, d := int64(200), int64(220)
-	rep := &offsetplan.Report{Group: "g", From: "B", To: "A", Source: offsetplan.UseReverse, ReverseFlow: "A->B", Mode: "exact",
+	rev := &offsetplan.Report{Group: "g", From: "B", To: "A", Source: offsetplan.UseReverse, ReverseFlow: "A->B", Mode: "exact",
 		Partitions: []offsetplan.Row{{Topic: "orders", FromTopic: "A.orders", Upstream: u, Downstream: d, FreshUpstream: &u, FreshDownstream: &d}}}
 	tests := []struct {
+		rep    *offsetplan.Report
 		output string
 		want   []string
 	}{
-		{"text", []string{"offsets on A translated from B (source: the group's offsets on B translated back through the offset syncs of A->B; translation mode exact)", "200->220"}},
-		{"json", []string{`"source": "reverse"`, `"reverse_flow": "A->B"`, `"from_topic": "A.orders"`, `"downstream_offset": 220`}},
+		{fwd, "text", []string{"source: checkpoints in A.checkpoints.internal on B", "A.t", "10->9", "commit", "note: hello", "applied: committed to group g on B"}},
+		{fwd, "json", []string{`"downstream_offset": 9`, `"source": "checkpoints"`, `"applied": true`}},
+		{rev, "text", []string{"offsets on A translated from B (source: the group's offsets on B translated back through the offset syncs of A->B; translation mode exact)", "200->220"}},
+		{rev, "json", []string{`"source": "reverse"`, `"reverse_flow": "A->B"`, `"from_topic": "A.orders"`, `"downstream_offset": 220`}},
 	}
 	for _, tt := range tests {
 		var b bytes.Buffer
-		if err := printOffsets(&b, rep, tt.output); err != nil {
+		if err := printOffsets(&b, tt.rep, tt.output); err != nil {
 			t.Fatal(err)
 		}
 		for _, w := range tt.want {
 			if !strings.Contains(b.String(), w) {
-				t.Errorf("%s output lacks %q:\n%s", tt.output, w, b.String())
+				t.Errorf("%s %s output lacks %q:\n%s", tt.rep.Source, tt.output, w, b.String())
 			}
 		}
 	}

@@ -281,36 +281,40 @@ func groupMembers(ctx context.Context, adm *kadm.Client, group string) (exists b
 	if !ok || l.State == "Dead" {
 		return false, "", nil, nil
 	}
+	var derr error // the describe call's error, or its group's
 	switch l.GroupType {
 	case "consumer":
 		ds, err := adm.DescribeConsumerGroups(ctx, group)
-		if err != nil && len(ds) == 0 {
-			return true, l.State, nil, fmt.Errorf("describing group: %w", err)
-		}
 		d := ds[group]
-		if d.Err != nil {
-			return true, l.State, nil, fmt.Errorf("describing group: %w", d.Err)
-		}
+		derr = describeErr(err, len(ds), d.Err)
+		state = d.State
 		for _, m := range d.Members {
 			members = append(members, fmt.Sprintf("%s (%s@%s)", m.MemberID, m.ClientID, m.ClientHost))
 		}
-		return d.State != "Dead", d.State, members, nil
 	case "", "classic":
 		ds, err := adm.DescribeGroups(ctx, group)
-		if err != nil && len(ds) == 0 {
-			return true, l.State, nil, fmt.Errorf("describing group: %w", err)
-		}
 		d := ds[group]
-		if d.Err != nil {
-			return true, l.State, nil, fmt.Errorf("describing group: %w", d.Err)
-		}
+		derr = describeErr(err, len(ds), d.Err)
+		state = d.State
 		for _, m := range d.Members {
 			members = append(members, fmt.Sprintf("%s (%s@%s)", m.MemberID, m.ClientID, m.ClientHost))
 		}
-		return d.State != "Dead", d.State, members, nil
 	default:
 		return true, l.State, nil, fmt.Errorf("group %q on the target is a %s group, not a consumer group", group, l.GroupType)
 	}
+	if derr != nil {
+		return true, l.State, nil, fmt.Errorf("describing group: %w", derr)
+	}
+	return state != "Dead", state, members, nil
+}
+
+// describeErr is the error of a describe call that returned n groups, or
+// else the error of the group asked for.
+func describeErr(err error, n int, groupErr error) error {
+	if err != nil && n == 0 {
+		return err
+	}
+	return groupErr
 }
 
 // planApply decides, per row, what --apply does given the group's
