@@ -8,12 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/kmirror/kmirror/internal/clients"
-	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/mm1"
 	"github.com/kmirror/kmirror/internal/policy"
 )
 
@@ -46,21 +44,13 @@ kmirror extensions:
                                   as for "kmirror run"
 `
 
-// The Java class kmirror names for MM1's topic naming.
-const identityPolicy = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
-
 // mm1Options is a parsed "kmirror mm1" command line.
 type mm1Options struct {
-	consumerConfig, producerConfig string
-	topics                         string // --include/--whitelist after MM1's clean-up
-	topicsFlag                     string // the flag topics came from
-	commitIntervalMs               string // "" when unset
-	replicationFactor              string // "" when unset
-	source, target                 string // cluster aliases
-	printConfig                    bool
-	notes                          []string // what was accepted but has no effect
-	runArgs                        []string // flags handed on to "kmirror run"
-	logFormat, logLevel            string
+	mm1.Options
+	printConfig         bool
+	notes               []string // what was accepted but has no effect
+	runArgs             []string // flags handed on to "kmirror run"
+	logFormat, logLevel string
 }
 
 // runFlags are the "kmirror run" flags mm1 accepts and hands on unchanged.
@@ -85,18 +75,18 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	o := &mm1Options{}
-	fs.StringVar(&o.consumerConfig, "consumer.config", "", "")
-	fs.StringVar(&o.producerConfig, "producer.config", "", "")
+	fs.StringVar(&o.ConsumerConfig, "consumer.config", "", "")
+	fs.StringVar(&o.ProducerConfig, "producer.config", "", "")
 	include := fs.String("include", "", "")
 	whitelist := fs.String("whitelist", "", "")
 	numStreams := fs.String("num.streams", "", "")
-	fs.StringVar(&o.commitIntervalMs, "offset.commit.interval.ms", "", "")
+	fs.StringVar(&o.CommitIntervalMs, "offset.commit.interval.ms", "", "")
 	abort := fs.String("abort.on.send.failure", "", "")
 	fs.Bool("new.consumer", false, "")
 	version := fs.Bool("version", false, "")
-	fs.StringVar(&o.replicationFactor, "replication.factor", "", "")
-	fs.StringVar(&o.source, "source-alias", "source", "")
-	fs.StringVar(&o.target, "target-alias", "target", "")
+	fs.StringVar(&o.ReplicationFactor, "replication.factor", "", "")
+	fs.StringVar(&o.Source, "source-alias", "source", "")
+	fs.StringVar(&o.Target, "target-alias", "target", "")
 	fs.BoolVar(&o.printConfig, "print-config", false, "")
 	refused := []string{"message.handler", "message.handler.args", "consumer.rebalance.listener", "rebalance.listener.args"}
 	for _, n := range refused {
@@ -131,28 +121,28 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 		return nil, errors.New("--blacklist was removed in Kafka 2.0; write the topics to mirror as a --whitelist regex")
 	}
 
-	for _, f := range []struct{ name, val string }{{"consumer.config", o.consumerConfig}, {"producer.config", o.producerConfig}} {
+	for _, f := range []struct{ name, val string }{{"consumer.config", o.ConsumerConfig}, {"producer.config", o.ProducerConfig}} {
 		if f.val == "" {
 			return nil, fmt.Errorf("--%s FILE is required", f.name)
 		}
 	}
 	switch {
 	case set["include"]:
-		o.topicsFlag, o.topics = "--include", *include
+		o.TopicsFlag, o.Topics = "--include", *include
 		if set["whitelist"] {
 			o.notes = append(o.notes, "--whitelist is ignored because --include is given")
 		}
 	case set["whitelist"]:
-		o.topicsFlag, o.topics = "--whitelist", *whitelist
+		o.TopicsFlag, o.Topics = "--whitelist", *whitelist
 	default:
 		return nil, errors.New("--include or --whitelist REGEX is required (e.g. --whitelist '.*')")
 	}
-	o.topics = cleanTopicRegex(o.topics)
-	if o.topics == "" {
-		return nil, fmt.Errorf("%s: the topic regex is empty", o.topicsFlag)
+	o.Topics = mm1.CleanTopicRegex(o.Topics)
+	if o.Topics == "" {
+		return nil, fmt.Errorf("%s: the topic regex is empty", o.TopicsFlag)
 	}
-	if _, err := policy.CompilePattern([]string{o.topics}); err != nil {
-		return nil, fmt.Errorf("%s: %v", o.topicsFlag, err)
+	if _, err := policy.CompilePattern([]string{o.Topics}); err != nil {
+		return nil, fmt.Errorf("%s: %v", o.TopicsFlag, err)
 	}
 
 	if set["num.streams"] {
@@ -162,8 +152,8 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 		o.notes = append(o.notes, "--num.streams is ignored: kmirror fetches and produces every assigned partition concurrently")
 	}
 	if set["offset.commit.interval.ms"] {
-		if n, err := strconv.ParseInt(o.commitIntervalMs, 10, 64); err != nil || n < 1 {
-			return nil, fmt.Errorf("--offset.commit.interval.ms %q: want a positive number of milliseconds", o.commitIntervalMs)
+		if n, err := strconv.ParseInt(o.CommitIntervalMs, 10, 64); err != nil || n < 1 {
+			return nil, fmt.Errorf("--offset.commit.interval.ms %q: want a positive number of milliseconds", o.CommitIntervalMs)
 		}
 	}
 	if set["abort.on.send.failure"] {
@@ -177,18 +167,18 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 		o.notes = append(o.notes, "--new.consumer has no effect")
 	}
 	if set["replication.factor"] {
-		if n, err := strconv.Atoi(o.replicationFactor); err != nil || n == 0 || n < -1 || n > 32767 {
-			return nil, fmt.Errorf("--replication.factor %q: want -1 (broker default) or 1 to 32767", o.replicationFactor)
+		if n, err := strconv.Atoi(o.ReplicationFactor); err != nil || n == 0 || n < -1 || n > 32767 {
+			return nil, fmt.Errorf("--replication.factor %q: want -1 (broker default) or 1 to 32767", o.ReplicationFactor)
 		}
 	}
 	aliasRE := regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	for _, a := range []struct{ flag, val string }{{"--source-alias", o.source}, {"--target-alias", o.target}} {
+	for _, a := range []struct{ flag, val string }{{"--source-alias", o.Source}, {"--target-alias", o.Target}} {
 		if !aliasRE.MatchString(a.val) {
 			return nil, fmt.Errorf("%s %q: want letters, digits, '_' or '-'", a.flag, a.val)
 		}
 	}
-	if o.source == o.target {
-		return nil, fmt.Errorf("--source-alias and --target-alias are both %q", o.source)
+	if o.Source == o.Target {
+		return nil, fmt.Errorf("--source-alias and --target-alias are both %q", o.Source)
 	}
 	for _, f := range runFlags {
 		if set[f.name] {
@@ -197,294 +187,6 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 	}
 	o.logFormat, o.logLevel = *pass["log-format"], *pass["log-level"]
 	return o, nil
-}
-
-// cleanTopicRegex applies MM1's clean-up of --include: commas mean "or",
-// spaces and surrounding quotes are dropped. A lone "*", which Java rejects
-// but which MM1 guides suggest, means every topic.
-func cleanTopicRegex(s string) string {
-	s = strings.ReplaceAll(strings.TrimSpace(s), ",", "|")
-	s = strings.ReplaceAll(s, " ", "")
-	s = strings.TrimLeft(s, `"'`)
-	s = strings.TrimRight(s, `"'`)
-	if s == "*" {
-		return ".*"
-	}
-	return s
-}
-
-// mm2Line is one key of the generated MM2 file and where it came from.
-type mm2Line struct {
-	key, value string
-	origin     string // "FILE:LINE" or a flag
-	userKey    string // the key in the user's file, if any
-}
-
-// Client keys that MM1 overrides or that have no meaning for kmirror, which
-// copies bytes and keeps no consumer group.
-var (
-	droppedConsumerKeys = map[string]string{
-		"group.id":           "kmirror keeps its progress on the target; the group's committed offsets only say where partitions without progress start",
-		"enable.auto.commit": "kmirror commits no consumer offsets",
-		"key.deserializer":   "kmirror copies raw bytes",
-		"value.deserializer": "kmirror copies raw bytes",
-	}
-	droppedProducerKeys = map[string]string{
-		"key.serializer":   "kmirror copies raw bytes",
-		"value.serializer": "kmirror copies raw bytes",
-		"producer.type":    "kmirror always keeps each partition's order",
-	}
-)
-
-// mm1Translation is the generated MM2 configuration.
-type mm1Translation struct {
-	lines []mm2Line
-	notes []string
-}
-
-// translateMM1 turns the options and the two client files into MM2 keys.
-func translateMM1(o *mm1Options, cons, prod *config.Properties) (*mm1Translation, error) {
-	s, t := o.source, o.target
-	tr := &mm1Translation{}
-	add := func(key, value, origin string) {
-		tr.lines = append(tr.lines, mm2Line{key: key, value: value, origin: origin})
-	}
-	add("clusters", s+", "+t, "kmirror mm1")
-	add(s+"->"+t+".enabled", "true", "kmirror mm1")
-	add("replication.policy.class", identityPolicy, "kmirror mm1: MM1 keeps topic names")
-	add(s+"->"+t+".topics", o.topics, o.topicsFlag)
-	add(s+"->"+t+".emit.checkpoints.enabled", "false", "kmirror mm1: MM1 has no checkpoints")
-	add(s+"->"+t+".emit.heartbeats.enabled", "false", "kmirror mm1: MM1 has no heartbeats")
-	add(t+"->"+s+".emit.heartbeats.enabled", "false", "kmirror mm1: nothing is written to the source")
-	add(s+"->"+t+".sync.topic.acls.enabled", "false", "kmirror mm1: MM1 leaves ACLs alone")
-	add(s+"->"+t+".sync.topic.configs.enabled", "false", "kmirror mm1: MM1 leaves topic configs alone")
-	add(s+"->"+t+".heartbeats.replication.enabled", "false", "kmirror mm1: MM1 copies only the whitelist")
-	if o.commitIntervalMs != "" {
-		add(t+".offset.flush.interval.ms", o.commitIntervalMs, "--offset.commit.interval.ms")
-	}
-	if rf := o.replicationFactor; rf != "" {
-		for _, k := range []string{"replication.factor", "offset.storage.replication.factor",
-			"offset-syncs.topic.replication.factor", "checkpoints.topic.replication.factor",
-			"heartbeats.topic.replication.factor"} {
-			add(k, rf, "--replication.factor")
-		}
-	}
-
-	providers := map[string]mm2Line{}
-	files := []struct {
-		path    string
-		props   *config.Properties
-		alias   string
-		role    string
-		dropped map[string]string
-	}{{o.consumerConfig, cons, s, "consumer", droppedConsumerKeys}, {o.producerConfig, prod, t, "producer", droppedProducerKeys}}
-	for _, f := range files {
-		var dropped []string
-		for _, k := range f.props.Keys() {
-			v, _ := f.props.Get(k)
-			origin := fmt.Sprintf("%s:%d", f.props.File(k), f.props.Line(k))
-			l := mm2Line{value: v, origin: origin, userKey: k}
-			switch {
-			case k == "config.providers" || strings.HasPrefix(k, "config.providers."):
-				if prev, ok := providers[k]; ok && prev.value != v {
-					return nil, fmt.Errorf("%s: %s: differs from %s", origin, k, prev.origin)
-				} else if ok {
-					continue
-				}
-				l.key = k
-				providers[k] = l
-			case f.role == "consumer" && k == "group.id":
-				// MM1 replicated through this group: start where it stands.
-				add(s+"->"+t+"."+config.StartGroupKey, v, origin)
-				tr.notes = append(tr.notes, fmt.Sprintf("%s: group.id %s: partitions without kmirror progress start at this group's committed offsets, as MM1 resumed; kmirror commits nothing to it", origin, v))
-				continue
-			case f.dropped[k] != "":
-				dropped = append(dropped, k+" ("+f.dropped[k]+")")
-				continue
-			case config.IsClientConnectionKey(k):
-				l.key = f.alias + "." + k
-			default:
-				l.key = f.alias + "." + f.role + "." + k
-			}
-			tr.lines = append(tr.lines, l)
-		}
-		if len(dropped) > 0 {
-			tr.notes = append(tr.notes, fmt.Sprintf("%s: not used: %s", f.path, strings.Join(dropped, ", ")))
-		}
-	}
-	return tr, nil
-}
-
-// properties renders the translation as an MM2 properties file. With
-// redact, secret values are replaced by [hidden].
-func (tr *mm1Translation) properties(redact bool) []byte {
-	var b strings.Builder
-	b.WriteString("# Generated by kmirror mm1 from MirrorMaker 1 flags and client files.\n")
-	for _, l := range tr.lines {
-		v := l.value
-		if redact {
-			v = config.Redact(l.key, v)
-		}
-		fmt.Fprintf(&b, "# %s\n%s = %s\n", l.origin, escapeKey(l.key), escapeValue(v))
-	}
-	return []byte(b.String())
-}
-
-// escapeKey and escapeValue write strings that java.util.Properties (and
-// kmirror's reader) read back unchanged.
-func escapeKey(s string) string { return escapeProps(s, true) }
-
-func escapeValue(s string) string { return escapeProps(s, false) }
-
-func escapeProps(s string, key bool) string {
-	var b strings.Builder
-	for i, r := range s {
-		switch r {
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\f':
-			b.WriteString(`\f`)
-		case ' ':
-			if key || i == 0 {
-				b.WriteString(`\ `)
-			} else {
-				b.WriteRune(r)
-			}
-		case '=', ':', '#', '!':
-			if key {
-				b.WriteRune('\\')
-			}
-			b.WriteRune(r)
-		default:
-			if r < 0x20 || r == 0x7f {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	return b.String()
-}
-
-// origin returns the position in the user's files or flags that supplied a
-// generated key.
-func (tr *mm1Translation) origin(key string) (mm2Line, bool) {
-	for _, l := range tr.lines {
-		if l.key == key {
-			return l, true
-		}
-	}
-	return mm2Line{}, false
-}
-
-// check validates the generated configuration as "kmirror run" will, and
-// the client properties as the flow will when it starts, naming the user's
-// files and flags in errors. It returns the keys kmirror does not use.
-func (tr *mm1Translation) check(o *mm1Options) (unused []string, err error) {
-	cfg, err := config.Parse("kmirror mm1", tr.properties(false), nil)
-	if err != nil {
-		return nil, tr.mapConfigErrors(err)
-	}
-	f, err := cfg.Pair(o.source, o.target)
-	if err != nil {
-		return nil, tr.mapConfigErrors(err)
-	}
-	var errs []string
-	for _, c := range []struct {
-		role  clients.Role
-		props map[string]string
-		alias string
-		name  string
-	}{
-		{clients.Consumer, f.SourceConsumer, o.source, "consumer"},
-		{clients.Producer, f.TargetProducer, o.target, "producer"},
-	} {
-		if _, err := clients.RoleOptions(c.role, c.props); err != nil {
-			for _, line := range strings.Split(err.Error(), "\n") {
-				errs = append(errs, tr.clientErrorAt(line, c.alias, c.name))
-			}
-		}
-		for _, k := range clients.Unused(c.role, c.props) {
-			if l, ok := tr.userLine(k, c.alias, c.name); ok {
-				unused = append(unused, l.origin+": "+l.userKey)
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.New(strings.Join(errs, "\n"))
-	}
-	sort.Strings(unused)
-	return unused, nil
-}
-
-// userLine finds the user's line behind a client key of alias's role.
-func (tr *mm1Translation) userLine(k, alias, role string) (mm2Line, bool) {
-	for _, key := range []string{alias + "." + role + "." + k, alias + "." + k} {
-		if l, ok := tr.origin(key); ok && l.userKey != "" {
-			return l, true
-		}
-	}
-	return mm2Line{}, false
-}
-
-// clientErrorAt prefixes a client error "key: message" with the file and
-// line of key.
-func (tr *mm1Translation) clientErrorAt(msg, alias, role string) string {
-	if k, _, ok := strings.Cut(msg, ":"); ok {
-		if l, ok := tr.userLine(k, alias, role); ok {
-			return l.origin + ": " + msg
-		}
-	}
-	return role + " properties: " + msg
-}
-
-// mapConfigErrors rewrites config errors about generated keys so that they
-// name the user's file and line, or flag.
-func (tr *mm1Translation) mapConfigErrors(err error) error {
-	var list []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	} else {
-		list = []error{err}
-	}
-	var out []string
-	for _, e := range list {
-		var ce *config.Error
-		if errors.As(e, &ce) {
-			if l, ok := tr.origin(ce.Key); ok {
-				key := l.userKey
-				if key == "" {
-					key = ce.Key
-				}
-				out = append(out, fmt.Sprintf("%s: %s: %s", l.origin, key, ce.Msg))
-				continue
-			}
-		}
-		out = append(out, e.Error())
-	}
-	return errors.New(strings.Join(out, "\n"))
-}
-
-// readClientFile reads a Java client properties file for flagName.
-func readClientFile(flagName, path string) (*config.Properties, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--%s: %w", flagName, err)
-	}
-	p, err := config.ParseProperties(path, data)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := p.Get("bootstrap.servers"); !ok {
-		return nil, fmt.Errorf("%s: bootstrap.servers is missing", path)
-	}
-	return p, nil
 }
 
 // mm1Cmd is "kmirror mm1": MirrorMaker 1's command line, run as a one-way
@@ -506,29 +208,29 @@ func mm1Cmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kmirror mm1:", err)
 		return 2
 	}
-	cons, err := readClientFile("consumer.config", o.consumerConfig)
+	cons, err := mm1.ReadClientFile("consumer.config", o.ConsumerConfig)
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror mm1:", err)
 		return 1
 	}
-	prod, err := readClientFile("producer.config", o.producerConfig)
+	prod, err := mm1.ReadClientFile("producer.config", o.ProducerConfig)
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror mm1:", err)
 		return 1
 	}
-	tr, err := translateMM1(o, cons, prod)
+	tr, err := mm1.Translate(&o.Options, cons, prod)
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror mm1:", err)
 		return 1
 	}
-	unused, err := tr.check(o)
+	unused, err := tr.Check(&o.Options)
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror mm1: invalid configuration:")
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	if o.printConfig {
-		stdout.Write(tr.properties(true))
+		stdout.Write(tr.Properties(true))
 		return 0
 	}
 	return runMM1(o, tr, unused, log, stdout, stderr)
@@ -536,18 +238,18 @@ func mm1Cmd(args []string, stdout, stderr io.Writer) int {
 
 // runMM1 writes the generated configuration to a private temporary file and
 // runs it exactly as "kmirror run" does. The file is removed on exit.
-func runMM1(o *mm1Options, tr *mm1Translation, unused []string, log *slog.Logger, stdout, stderr io.Writer) int {
-	for _, n := range append(o.notes, tr.notes...) {
+func runMM1(o *mm1Options, tr *mm1.Translation, unused []string, log *slog.Logger, stdout, stderr io.Writer) int {
+	for _, n := range append(o.notes, tr.Notes...) {
 		log.Info(n)
 	}
 	if len(unused) > 0 {
 		log.Info("client keys kmirror does not apply", "keys", strings.Join(unused, ", "))
 	}
-	if _, ok := tr.origin(o.source + ".consumer.auto.offset.reset"); !ok {
+	if !tr.Sets(o.Source + ".consumer.auto.offset.reset") {
 		log.Info("partitions without saved progress start at the log start (auto.offset.reset=earliest); MM1's consumer would start at the end")
 	}
-	log.Info("mirroring as MirrorMaker 1 would", "topics", o.topics, "from", o.consumerConfig, "to", o.producerConfig,
-		"progress_topic", "mm2-offsets."+o.source+".internal")
+	log.Info("mirroring as MirrorMaker 1 would", "topics", o.Topics, "from", o.ConsumerConfig, "to", o.ProducerConfig,
+		"progress_topic", "mm2-offsets."+o.Source+".internal")
 
 	f, err := os.CreateTemp("", "kmirror-mm1-*.properties") // mode 0600
 	if err != nil {
@@ -555,7 +257,7 @@ func runMM1(o *mm1Options, tr *mm1Translation, unused []string, log *slog.Logger
 		return 1
 	}
 	defer os.Remove(f.Name())
-	_, werr := f.Write(tr.properties(false))
+	_, werr := f.Write(tr.Properties(false))
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}

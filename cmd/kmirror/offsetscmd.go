@@ -3,72 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/kmirror/kmirror/internal/checkpoint"
-	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
-	"github.com/kmirror/kmirror/internal/wire"
-	"github.com/kmirror/kmirror/mirrorclient"
+	"github.com/kmirror/kmirror/internal/offsetplan"
 )
-
-// Where the offsets of "kmirror offsets" come from.
-const (
-	useCheckpoints = "checkpoints" // the checkpoints topic on the target
-	useTranslate   = "translate"   // a fresh translation from the source
-)
-
-// probeTimeout bounds the check that the source cluster answers before a
-// fresh translation is tried.
-const probeTimeout = 5 * time.Second
-
-// offsetRow is one partition of the report.
-type offsetRow struct {
-	Topic string `json:"topic"` // name on the target
-	// FromTopic is the name on the source when the row is a reverse
-	// translation (failback.go): the remote topic the group read.
-	FromTopic  string `json:"from_topic,omitempty"`
-	Partition  int32  `json:"partition"`
-	Upstream   int64  `json:"upstream_offset"`
-	Downstream int64  `json:"downstream_offset"`
-	// The other source, when read: a fresh translation next to a
-	// checkpoint, or the reverse.
-	CheckpointUpstream   *int64 `json:"checkpoint_upstream_offset,omitempty"`
-	CheckpointDownstream *int64 `json:"checkpoint_downstream_offset,omitempty"`
-	FreshUpstream        *int64 `json:"translated_upstream_offset,omitempty"`
-	FreshDownstream      *int64 `json:"translated_downstream_offset,omitempty"`
-	// Current is the group's committed offset on the target (nil: none).
-	Current *int64 `json:"current_offset,omitempty"`
-	// Action is set with --apply: commit, unchanged or kept.
-	Action string `json:"action,omitempty"`
-}
-
-// offsetsReport is what "kmirror offsets" prints.
-type offsetsReport struct {
-	Group            string      `json:"group"`
-	From             string      `json:"from"`
-	To               string      `json:"to"`
-	Source           string      `json:"source"` // useCheckpoints or useTranslate
-	CheckpointsTopic string      `json:"checkpoints_topic"`
-	Mode             string      `json:"translation_mode"`
-	ReverseFlow      string      `json:"reverse_flow,omitempty"` // flow whose syncs were read in reverse
-	Notes            []string    `json:"notes,omitempty"`
-	Partitions       []offsetRow `json:"partitions"`
-	Applied          bool        `json:"applied"`
-}
 
 // offsetsCmd is "kmirror offsets": the offsets a consumer group can resume
 // from on the target, and with --apply, commits them there.
@@ -83,7 +30,7 @@ func offsetsCmd(args []string, stdout, stderr io.Writer) int {
 	allowRewind := fs.Bool("allow-rewind", false, "with --apply, also move partitions whose committed offset on --to is ahead")
 	output := fs.String("output", "text", "output format: text or json")
 	timeout := fs.Duration("timeout", 30*time.Second, "time limit for the whole command")
-	use := fs.String("use", useCheckpoints, "offsets to print and apply: checkpoints (read on --to) or translate (fresh, needs --from reachable)")
+	use := fs.String("use", offsetplan.UseCheckpoints, "offsets to print and apply: checkpoints (read on --to) or translate (fresh, needs --from reachable)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -103,7 +50,7 @@ func offsetsCmd(args []string, stdout, stderr io.Writer) int {
 	case *output != "text" && *output != "json":
 		fmt.Fprintf(stderr, "kmirror offsets: --output %q: want text or json\n", *output)
 		return 2
-	case *use != useCheckpoints && *use != useTranslate:
+	case *use != offsetplan.UseCheckpoints && *use != offsetplan.UseTranslate:
 		fmt.Fprintf(stderr, "kmirror offsets: --use %q: want checkpoints or translate\n", *use)
 		return 2
 	case *allowRewind && !*apply:
@@ -123,10 +70,10 @@ func offsetsCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	o := &offsets{f: f, group: *group, use: *use, log: log, timeout: *timeout}
-	rep, err := o.route(ctx, cfg)
+	o := offsetplan.New(f, *group, *use, log, *timeout)
+	rep, err := o.Plan(ctx, cfg)
 	if err == nil && *apply {
-		err = o.apply(ctx, rep, *allowRewind)
+		err = o.Apply(ctx, rep, *allowRewind)
 	}
 	if rep != nil {
 		if perr := printOffsets(stdout, rep, *output); perr != nil && err == nil {
@@ -140,318 +87,7 @@ func offsetsCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// offsets holds what one "kmirror offsets" run needs.
-type offsets struct {
-	f       *config.Flow
-	group   string
-	use     string
-	log     *slog.Logger
-	timeout time.Duration
-}
-
-// targetClient returns a mirrorclient for the flow's target with the
-// flow's replication policy.
-func targetClient(f *config.Flow, log *slog.Logger) (*mirrorclient.Client, error) {
-	props := make(map[string]string)
-	for k, v := range f.TargetAdmin {
-		props[k] = v
-	}
-	for k, v := range f.TargetConsumer {
-		props["consumer."+k] = v
-	}
-	props[mirrorclient.PolicyClassKey] = f.PolicyClass
-	if f.SeparatorSet || f.Separator != "" {
-		props[mirrorclient.SeparatorKey] = f.Separator
-	}
-	props[mirrorclient.InternalSeparatorKey] = strconv.FormatBool(f.InternalSeparatorEnabled)
-	props[mirrorclient.SourceAliasKey] = f.Source
-	return mirrorclient.New(mirrorclient.WithProperties(props), mirrorclient.WithLogger(log))
-}
-
-// admin returns a kadm client from Java client properties.
-func admin(props map[string]string, name string) (*kadm.Client, func(), error) {
-	cl, _, err := clients.New("kmirror-cli|"+name, clients.Admin, props)
-	if err != nil {
-		return nil, nil, err
-	}
-	return kadm.NewClient(cl), cl.Close, nil
-}
-
-// report reads the checkpoints on the target and, when the flow has offset
-// syncs and the source answers, translates the group's source offsets
-// afresh; the --use source decides which offsets the report carries.
-func (o *offsets) report(ctx context.Context) (*offsetsReport, error) {
-	f := o.f
-	mc, err := targetClient(f, o.log)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", f.Target, err)
-	}
-	defer mc.Close()
-	set := checkpoint.FlowSettings(f)
-	rep := &offsetsReport{Group: o.group, From: f.Source, To: f.Target, Source: o.use,
-		CheckpointsTopic: mc.CheckpointsTopic(f.Source), Mode: set.Mode.String()}
-
-	cps, cpErr := mc.RemoteCheckpoints(ctx, o.group, f.Source, 0)
-	if cpErr != nil {
-		cps = nil
-		rep.Notes = append(rep.Notes, fmt.Sprintf("checkpoints not read: %v", cpErr))
-	}
-
-	// The source is asked only if it answers quickly: during a failover
-	// it is often down, and the checkpoints are all there is.
-	var fresh []wire.Checkpoint
-	srcKnown, srcHasGroup := false, false
-	if srcAdm, closeSrc, err := admin(f.SourceAdmin, "offsets-source"); err != nil {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("cluster %s: %v", f.Source, err))
-	} else {
-		defer closeSrc()
-		pctx, cancel := context.WithTimeout(ctx, min(probeTimeout, o.timeout))
-		listed, lerr := srcAdm.ListGroups(pctx)
-		cancel()
-		switch {
-		case lerr != nil && len(listed) == 0:
-			rep.Notes = append(rep.Notes, fmt.Sprintf("cluster %s did not answer (%v): no fresh translation", f.Source, lerr))
-		default:
-			srcKnown = true
-			_, srcHasGroup = listed[o.group]
-		}
-	}
-	switch {
-	case !srcKnown:
-	case !f.EmitOffsetSyncsEnabled:
-		rep.Notes = append(rep.Notes, "the flow emits no offset syncs (emit.offset-syncs.enabled = false): no fresh translation")
-	case srcHasGroup:
-		fresh, err = checkpoint.Translate(ctx, f, o.group, o.log)
-		if err != nil {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("fresh translation failed: %v", err))
-			fresh = nil
-		}
-	}
-
-	rows := mergeRows(cps, fresh, o.use)
-	if len(rows) == 0 {
-		return nil, o.nothing(rep, cpErr, srcKnown, srcHasGroup)
-	}
-	rep.Partitions = rows
-	rep.Notes = append(rep.Notes, compareNotes(rows, o.use, f)...)
-	return rep, nil
-}
-
-// nothing explains why there are no offsets to report.
-func (o *offsets) nothing(rep *offsetsReport, cpErr error, srcKnown, srcHasGroup bool) error {
-	f := o.f
-	if o.use == useTranslate {
-		switch {
-		case !srcKnown:
-			return fmt.Errorf("--use translate needs cluster %s, which did not answer", f.Source)
-		case !srcHasGroup:
-			return fmt.Errorf("unknown group %q: it does not exist on %s", o.group, f.Source)
-		}
-		return fmt.Errorf("group %q: no partition of it could be translated from %s to %s (no offset syncs yet, or its offsets are older than the syncs kept)", o.group, f.Source, f.Target)
-	}
-	if errors.Is(cpErr, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("no checkpoints: topic %s does not exist on %s; is kmirror or MM2 running %s->%s with emit.checkpoints.enabled = true?",
-			rep.CheckpointsTopic, f.Target, f.Source, f.Target)
-	}
-	if cpErr != nil {
-		return fmt.Errorf("reading checkpoints from %s on %s: %w", rep.CheckpointsTopic, f.Target, cpErr)
-	}
-	if srcKnown && !srcHasGroup {
-		return fmt.Errorf("unknown group %q: it does not exist on %s and has no checkpoints in %s on %s", o.group, f.Source, rep.CheckpointsTopic, f.Target)
-	}
-	msg := fmt.Sprintf("no checkpoints for group %q in %s on %s", o.group, rep.CheckpointsTopic, f.Target)
-	if !srcKnown {
-		return errors.New(msg + " (unknown group, or not checkpointed yet; the groups and topics filters of the flow decide which are)")
-	}
-	return fmt.Errorf("%s yet: checkpoints are written every %s for groups matching the flow's groups filter; try again, or use --use translate",
-		msg, f.EmitCheckpointsInterval)
-}
-
-// mergeRows joins checkpoints and fresh translations by target partition;
-// the offsets of the used source fill Upstream/Downstream, and partitions
-// the used source lacks are left out.
-func mergeRows(cps map[mirrorclient.TopicPartition]mirrorclient.Checkpoint, fresh []wire.Checkpoint, use string) []offsetRow {
-	byTP := make(map[mirrorclient.TopicPartition]*offsetRow)
-	row := func(topic string, p int32) *offsetRow {
-		tp := mirrorclient.TopicPartition{Topic: topic, Partition: p}
-		if byTP[tp] == nil {
-			byTP[tp] = &offsetRow{Topic: topic, Partition: p, Upstream: -1, Downstream: -1}
-		}
-		return byTP[tp]
-	}
-	for tp, c := range cps {
-		r := row(tp.Topic, tp.Partition)
-		r.CheckpointUpstream, r.CheckpointDownstream = ptr(c.UpstreamOffset), ptr(c.DownstreamOffset)
-	}
-	for _, c := range fresh {
-		r := row(c.Topic, c.Partition)
-		r.FreshUpstream, r.FreshDownstream = ptr(c.UpstreamOffset), ptr(c.DownstreamOffset)
-	}
-	var out []offsetRow
-	for _, r := range byTP {
-		up, down := r.CheckpointUpstream, r.CheckpointDownstream
-		if use == useTranslate {
-			up, down = r.FreshUpstream, r.FreshDownstream
-		}
-		if down == nil {
-			continue
-		}
-		r.Upstream, r.Downstream = *up, *down
-		out = append(out, *r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].Topic < out[j].Topic || out[i].Topic == out[j].Topic && out[i].Partition < out[j].Partition
-	})
-	return out
-}
-
-// compareNotes says where the checkpoints and a fresh translation differ.
-func compareNotes(rows []offsetRow, use string, f *config.Flow) []string {
-	var notes []string
-	for _, r := range rows {
-		if r.CheckpointDownstream == nil || r.FreshDownstream == nil {
-			continue
-		}
-		cu, cd, fu, fd := *r.CheckpointUpstream, *r.CheckpointDownstream, *r.FreshUpstream, *r.FreshDownstream
-		switch {
-		case cd == fd:
-		case fd > cd && fu >= cu && use == useCheckpoints:
-			notes = append(notes, fmt.Sprintf("%s-%d: the group committed %d on %s after the last checkpoint (%d); a fresh translation gives %d (checkpoints follow within %s, or use --use translate)",
-				r.Topic, r.Partition, fu, f.Source, cu, fd, f.EmitCheckpointsInterval))
-		default:
-			notes = append(notes, fmt.Sprintf("%s-%d: checkpoint %d->%d, fresh translation %d->%d", r.Topic, r.Partition, cu, cd, fu, fd))
-		}
-	}
-	return notes
-}
-
-func ptr(v int64) *int64 { return &v }
-
-// groupMembers describes group on the target: whether it exists, its
-// state, and its members ("member-id (client-id@host)"), for classic and
-// KIP-848 consumer groups.
-func groupMembers(ctx context.Context, adm *kadm.Client, group string) (exists bool, state string, members []string, err error) {
-	listed, err := adm.ListGroups(ctx)
-	if err != nil && len(listed) == 0 {
-		return false, "", nil, fmt.Errorf("listing groups: %w", err)
-	}
-	l, ok := listed[group]
-	if !ok || l.State == "Dead" {
-		return false, "", nil, nil
-	}
-	switch l.GroupType {
-	case "consumer":
-		ds, err := adm.DescribeConsumerGroups(ctx, group)
-		if err != nil && len(ds) == 0 {
-			return true, l.State, nil, fmt.Errorf("describing group: %w", err)
-		}
-		d := ds[group]
-		if d.Err != nil {
-			return true, l.State, nil, fmt.Errorf("describing group: %w", d.Err)
-		}
-		for _, m := range d.Members {
-			members = append(members, fmt.Sprintf("%s (%s@%s)", m.MemberID, m.ClientID, m.ClientHost))
-		}
-		return d.State != "Dead", d.State, members, nil
-	case "", "classic":
-		ds, err := adm.DescribeGroups(ctx, group)
-		if err != nil && len(ds) == 0 {
-			return true, l.State, nil, fmt.Errorf("describing group: %w", err)
-		}
-		d := ds[group]
-		if d.Err != nil {
-			return true, l.State, nil, fmt.Errorf("describing group: %w", d.Err)
-		}
-		for _, m := range d.Members {
-			members = append(members, fmt.Sprintf("%s (%s@%s)", m.MemberID, m.ClientID, m.ClientHost))
-		}
-		return d.State != "Dead", d.State, members, nil
-	default:
-		return true, l.State, nil, fmt.Errorf("group %q on the target is a %s group, not a consumer group", group, l.GroupType)
-	}
-}
-
-// planApply decides, per row, what --apply does given the group's
-// committed offsets on the target: commit, unchanged (already there) or
-// kept (ahead, and rewinds are not allowed). It returns the offsets to
-// commit and the rows it kept.
-func planApply(rows []offsetRow, current map[mirrorclient.TopicPartition]int64, allowRewind bool) (commit []offsetRow, kept []offsetRow) {
-	for i := range rows {
-		r := &rows[i]
-		cur, ok := current[mirrorclient.TopicPartition{Topic: r.Topic, Partition: r.Partition}]
-		if ok {
-			r.Current = ptr(cur)
-		}
-		switch {
-		case ok && cur == r.Downstream:
-			r.Action = "unchanged"
-		case ok && cur > r.Downstream && !allowRewind:
-			r.Action = "kept"
-			kept = append(kept, *r)
-		default:
-			r.Action = "commit"
-			commit = append(commit, *r)
-		}
-	}
-	return commit, kept
-}
-
-// apply commits the report's offsets to the group on the target after
-// checking that the group has no active members there.
-func (o *offsets) apply(ctx context.Context, rep *offsetsReport, allowRewind bool) error {
-	f := o.f
-	adm, closeAdm, err := admin(f.TargetAdmin, "offsets-target")
-	if err != nil {
-		return fmt.Errorf("cluster %s: %w", f.Target, err)
-	}
-	defer closeAdm()
-	exists, state, members, err := groupMembers(ctx, adm, o.group)
-	if err != nil {
-		return fmt.Errorf("group %q on %s: %w; nothing committed", o.group, f.Target, err)
-	}
-	if len(members) > 0 || (exists && state != "Empty") {
-		return fmt.Errorf("refusing to commit: group %q on %s is %s with %d active member(s): %s; stop its consumers on %s and run again",
-			o.group, f.Target, state, len(members), strings.Join(members, ", "), f.Target)
-	}
-	current := make(map[mirrorclient.TopicPartition]int64)
-	if exists {
-		offs, err := adm.FetchOffsets(ctx, o.group)
-		if err == nil {
-			err = offs.Error()
-		}
-		if err != nil {
-			return fmt.Errorf("fetching offsets of group %q on %s: %w; nothing committed", o.group, f.Target, err)
-		}
-		offs.Each(func(r kadm.OffsetResponse) {
-			if r.At >= 0 {
-				current[mirrorclient.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r.At
-			}
-		})
-	}
-	commit, kept := planApply(rep.Partitions, current, allowRewind)
-	for _, r := range kept {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("%s-%d: not moved backwards from %d to %d (its consumers on %s got further; --allow-rewind moves it)",
-			r.Topic, r.Partition, *r.Current, r.Downstream, f.Target))
-	}
-	if len(commit) > 0 {
-		offs := make(kadm.Offsets)
-		for _, r := range commit {
-			offs.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.Downstream, LeaderEpoch: -1})
-		}
-		resp, err := adm.CommitOffsets(ctx, o.group, offs)
-		if err == nil {
-			err = resp.Error()
-		}
-		if err != nil {
-			// A member that joined since the check makes the broker refuse.
-			return fmt.Errorf("committing offsets of group %q on %s: %w", o.group, f.Target, err)
-		}
-	}
-	rep.Applied = true
-	return nil
-}
-
-func printOffsets(w io.Writer, rep *offsetsReport, output string) error {
+func printOffsets(w io.Writer, rep *offsetplan.Report, output string) error {
 	if output == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -460,9 +96,9 @@ func printOffsets(w io.Writer, rep *offsetsReport, output string) error {
 	}
 	src := fmt.Sprintf("checkpoints in %s on %s", rep.CheckpointsTopic, rep.To)
 	switch rep.Source {
-	case useTranslate:
+	case offsetplan.UseTranslate:
 		src = fmt.Sprintf("fresh translation of the group's offsets on %s", rep.From)
-	case useReverse:
+	case offsetplan.UseReverse:
 		src = fmt.Sprintf("the group's offsets on %s translated back through the offset syncs of %s", rep.From, rep.ReverseFlow)
 	}
 	fmt.Fprintf(w, "group %s: offsets on %s translated from %s (source: %s; translation mode %s)\n", rep.Group, rep.To, rep.From, src, rep.Mode)

@@ -1,4 +1,4 @@
-package main
+package offsetplan
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 // translated back through A->B's offset syncs read in reverse
 // (checkpoint.TranslateBack).
 
-// useReverse is the report source of a reverse translation.
-const useReverse = "reverse"
+// UseReverse is the report source of a reverse translation.
+const UseReverse = "reverse"
 
 // enabledFlow returns the flow source->target if the file enables it.
 func enabledFlow(cfg *config.Config, source, target string) *config.Flow {
@@ -33,11 +33,11 @@ func enabledFlow(cfg *config.Config, source, target string) *config.Flow {
 	return nil
 }
 
-// route builds the report: a reverse translation through the enabled flow
+// Plan builds the report: a reverse translation through the enabled flow
 // to->from for the group's partitions of remote topics from --to, the
 // usual report (checkpoints or a fresh translation of from->to) for the
 // rest, or the usual report alone when the group read no such topic.
-func (o *offsets) route(ctx context.Context, cfg *config.Config) (*offsetsReport, error) {
+func (o *Planner) Plan(ctx context.Context, cfg *config.Config) (*Report, error) {
 	rf := enabledFlow(cfg, o.f.Target, o.f.Source)
 	if rf == nil {
 		return o.report(ctx)
@@ -60,7 +60,7 @@ func (o *offsets) route(ctx context.Context, cfg *config.Config) (*offsetsReport
 		return nil, fmt.Errorf("reverse translation through %s: %w", rf.Name(), err)
 	}
 	set := checkpoint.FlowSettings(rf)
-	rep := &offsetsReport{Group: o.group, From: o.f.Source, To: o.f.Target, Source: useReverse,
+	rep := &Report{Group: o.group, From: o.f.Source, To: o.f.Target, Source: UseReverse,
 		ReverseFlow: rf.Name(), Mode: set.Mode.String()}
 	rows, notes := reverseRows(backs, rf, set.Mode)
 	rep.Partitions, rep.Notes = rows, notes
@@ -86,7 +86,7 @@ func (o *offsets) route(ctx context.Context, cfg *config.Config) (*offsetsReport
 // classify reads the group's committed offsets on --from (the target of rf)
 // within probeTimeout: fromTo reports a partition of a remote topic that
 // rf copied (its source is rf.Source); other lists the remaining topics.
-func (o *offsets) classify(ctx context.Context, rf *config.Flow) (fromTo bool, other []string, err error) {
+func (o *Planner) classify(ctx context.Context, rf *config.Flow) (fromTo bool, other []string, err error) {
 	pol := rf.Policy
 	adm, closeAdm, err := admin(rf.TargetAdmin, "offsets-failback")
 	if err != nil {
@@ -131,8 +131,8 @@ func remoteOf(pol policy.Policy, topic, source string) bool {
 // reverseRows turns a reverse translation into report rows (the command's
 // --from is the flow's target: Upstream is the group's offset there,
 // Downstream where it resumes on the flow's source) and notes.
-func reverseRows(backs []checkpoint.Back, rf *config.Flow, mode checkpoint.Mode) ([]offsetRow, []string) {
-	var rows []offsetRow
+func reverseRows(backs []checkpoint.Back, rf *config.Flow, mode checkpoint.Mode) ([]Row, []string) {
+	var rows []Row
 	var notes []string
 	if mode == checkpoint.Exact {
 		notes = append(notes, fmt.Sprintf("reverse translation through the offset syncs of %s (mode exact; there are no checkpoints in this direction): "+
@@ -152,7 +152,7 @@ func reverseRows(backs []checkpoint.Back, rf *config.Flow, mode checkpoint.Mode)
 			continue
 		}
 		topics[b.Topic] = b.RemoteTopic
-		rows = append(rows, offsetRow{Topic: b.Topic, Partition: b.Partition, FromTopic: b.RemoteTopic,
+		rows = append(rows, Row{Topic: b.Topic, Partition: b.Partition, FromTopic: b.RemoteTopic,
 			Upstream: b.Downstream, Downstream: b.Upstream, FreshUpstream: ptr(b.Downstream), FreshDownstream: ptr(b.Upstream)})
 	}
 	names := make([]string, 0, len(topics))
@@ -168,12 +168,12 @@ func reverseRows(backs []checkpoint.Back, rf *config.Flow, mode checkpoint.Mode)
 
 // mergeReverse adds the usual rows to the reverse ones; a partition both
 // cover keeps the reverse translation.
-func mergeReverse(rev, fwd []offsetRow) []offsetRow {
+func mergeReverse(rev, fwd []Row) []Row {
 	have := make(map[mirrorclient.TopicPartition]bool)
 	for _, r := range rev {
 		have[mirrorclient.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = true
 	}
-	out := append([]offsetRow(nil), rev...)
+	out := append([]Row(nil), rev...)
 	for _, r := range fwd {
 		if !have[mirrorclient.TopicPartition{Topic: r.Topic, Partition: r.Partition}] {
 			out = append(out, r)

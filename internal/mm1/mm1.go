@@ -1,0 +1,322 @@
+// Package mm1 translates MirrorMaker 1's command line and client files
+// into a one-way MM2 configuration that kmirror runs.
+package mm1
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/kmirror/kmirror/internal/clients"
+	"github.com/kmirror/kmirror/internal/config"
+)
+
+// IdentityPolicy is the Java class kmirror names for MM1's topic naming.
+const IdentityPolicy = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+
+// Options is the part of a MirrorMaker 1 command line that the
+// translation reads.
+type Options struct {
+	ConsumerConfig, ProducerConfig string
+	Topics                         string // --include/--whitelist after CleanTopicRegex
+	TopicsFlag                     string // the flag Topics came from
+	CommitIntervalMs               string // "" when unset
+	ReplicationFactor              string // "" when unset
+	Source, Target                 string // cluster aliases
+}
+
+// Sets reports whether the translation sets key.
+func (tr *Translation) Sets(key string) bool {
+	_, ok := tr.origin(key)
+	return ok
+}
+
+// CleanTopicRegex applies MM1's clean-up of --include: commas mean "or",
+// spaces and surrounding quotes are dropped. A lone "*", which Java rejects
+// but which MM1 guides suggest, means every topic.
+func CleanTopicRegex(s string) string {
+	s = strings.ReplaceAll(strings.TrimSpace(s), ",", "|")
+	s = strings.ReplaceAll(s, " ", "")
+	s = strings.TrimLeft(s, `"'`)
+	s = strings.TrimRight(s, `"'`)
+	if s == "*" {
+		return ".*"
+	}
+	return s
+}
+
+// line is one key of the generated MM2 file and where it came from.
+type line struct {
+	key, value string
+	origin     string // "FILE:LINE" or a flag
+	userKey    string // the key in the user's file, if any
+}
+
+// Client keys that MM1 overrides or that have no meaning for kmirror, which
+// copies bytes and keeps no consumer group.
+var (
+	droppedConsumerKeys = map[string]string{
+		"group.id":           "kmirror keeps its progress on the target; the group's committed offsets only say where partitions without progress start",
+		"enable.auto.commit": "kmirror commits no consumer offsets",
+		"key.deserializer":   "kmirror copies raw bytes",
+		"value.deserializer": "kmirror copies raw bytes",
+	}
+	droppedProducerKeys = map[string]string{
+		"key.serializer":   "kmirror copies raw bytes",
+		"value.serializer": "kmirror copies raw bytes",
+		"producer.type":    "kmirror always keeps each partition's order",
+	}
+)
+
+// Translation is the generated MM2 configuration.
+type Translation struct {
+	lines []line
+	Notes []string // what the user should know about the translation
+}
+
+// Translate turns the options and the two client files into MM2 keys.
+func Translate(o *Options, cons, prod *config.Properties) (*Translation, error) {
+	s, t := o.Source, o.Target
+	tr := &Translation{}
+	add := func(key, value, origin string) {
+		tr.lines = append(tr.lines, line{key: key, value: value, origin: origin})
+	}
+	add("clusters", s+", "+t, "kmirror mm1")
+	add(s+"->"+t+".enabled", "true", "kmirror mm1")
+	add("replication.policy.class", IdentityPolicy, "kmirror mm1: MM1 keeps topic names")
+	add(s+"->"+t+".topics", o.Topics, o.TopicsFlag)
+	add(s+"->"+t+".emit.checkpoints.enabled", "false", "kmirror mm1: MM1 has no checkpoints")
+	add(s+"->"+t+".emit.heartbeats.enabled", "false", "kmirror mm1: MM1 has no heartbeats")
+	add(t+"->"+s+".emit.heartbeats.enabled", "false", "kmirror mm1: nothing is written to the source")
+	add(s+"->"+t+".sync.topic.acls.enabled", "false", "kmirror mm1: MM1 leaves ACLs alone")
+	add(s+"->"+t+".sync.topic.configs.enabled", "false", "kmirror mm1: MM1 leaves topic configs alone")
+	add(s+"->"+t+".heartbeats.replication.enabled", "false", "kmirror mm1: MM1 copies only the whitelist")
+	if o.CommitIntervalMs != "" {
+		add(t+".offset.flush.interval.ms", o.CommitIntervalMs, "--offset.commit.interval.ms")
+	}
+	if rf := o.ReplicationFactor; rf != "" {
+		for _, k := range []string{"replication.factor", "offset.storage.replication.factor",
+			"offset-syncs.topic.replication.factor", "checkpoints.topic.replication.factor",
+			"heartbeats.topic.replication.factor"} {
+			add(k, rf, "--replication.factor")
+		}
+	}
+
+	providers := map[string]line{}
+	files := []struct {
+		path    string
+		props   *config.Properties
+		alias   string
+		role    string
+		dropped map[string]string
+	}{{o.ConsumerConfig, cons, s, "consumer", droppedConsumerKeys}, {o.ProducerConfig, prod, t, "producer", droppedProducerKeys}}
+	for _, f := range files {
+		var dropped []string
+		for _, k := range f.props.Keys() {
+			v, _ := f.props.Get(k)
+			origin := fmt.Sprintf("%s:%d", f.props.File(k), f.props.Line(k))
+			l := line{value: v, origin: origin, userKey: k}
+			switch {
+			case k == "config.providers" || strings.HasPrefix(k, "config.providers."):
+				if prev, ok := providers[k]; ok && prev.value != v {
+					return nil, fmt.Errorf("%s: %s: differs from %s", origin, k, prev.origin)
+				} else if ok {
+					continue
+				}
+				l.key = k
+				providers[k] = l
+			case f.role == "consumer" && k == "group.id":
+				// MM1 replicated through this group: start where it stands.
+				add(s+"->"+t+"."+config.StartGroupKey, v, origin)
+				tr.Notes = append(tr.Notes, fmt.Sprintf("%s: group.id %s: partitions without kmirror progress start at this group's committed offsets, as MM1 resumed; kmirror commits nothing to it", origin, v))
+				continue
+			case f.dropped[k] != "":
+				dropped = append(dropped, k+" ("+f.dropped[k]+")")
+				continue
+			case config.IsClientConnectionKey(k):
+				l.key = f.alias + "." + k
+			default:
+				l.key = f.alias + "." + f.role + "." + k
+			}
+			tr.lines = append(tr.lines, l)
+		}
+		if len(dropped) > 0 {
+			tr.Notes = append(tr.Notes, fmt.Sprintf("%s: not used: %s", f.path, strings.Join(dropped, ", ")))
+		}
+	}
+	return tr, nil
+}
+
+// Properties renders the translation as an MM2 properties file. With
+// redact, secret values are replaced by [hidden].
+func (tr *Translation) Properties(redact bool) []byte {
+	var b strings.Builder
+	b.WriteString("# Generated by kmirror mm1 from MirrorMaker 1 flags and client files.\n")
+	for _, l := range tr.lines {
+		v := l.value
+		if redact {
+			v = config.Redact(l.key, v)
+		}
+		fmt.Fprintf(&b, "# %s\n%s = %s\n", l.origin, escapeKey(l.key), escapeValue(v))
+	}
+	return []byte(b.String())
+}
+
+// escapeKey and escapeValue write strings that java.util.Properties (and
+// kmirror's reader) read back unchanged.
+func escapeKey(s string) string { return escapeProps(s, true) }
+
+func escapeValue(s string) string { return escapeProps(s, false) }
+
+func escapeProps(s string, key bool) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch r {
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\f':
+			b.WriteString(`\f`)
+		case ' ':
+			if key || i == 0 {
+				b.WriteString(`\ `)
+			} else {
+				b.WriteRune(r)
+			}
+		case '=', ':', '#', '!':
+			if key {
+				b.WriteRune('\\')
+			}
+			b.WriteRune(r)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	return b.String()
+}
+
+// origin returns the position in the user's files or flags that supplied a
+// generated key.
+func (tr *Translation) origin(key string) (line, bool) {
+	for _, l := range tr.lines {
+		if l.key == key {
+			return l, true
+		}
+	}
+	return line{}, false
+}
+
+// Check validates the generated configuration as "kmirror run" will, and
+// the client properties as the flow will when it starts, naming the user's
+// files and flags in errors. It returns the keys kmirror does not use.
+func (tr *Translation) Check(o *Options) (unused []string, err error) {
+	cfg, err := config.Parse("kmirror mm1", tr.Properties(false), nil)
+	if err != nil {
+		return nil, tr.mapConfigErrors(err)
+	}
+	f, err := cfg.Pair(o.Source, o.Target)
+	if err != nil {
+		return nil, tr.mapConfigErrors(err)
+	}
+	var errs []string
+	for _, c := range []struct {
+		role  clients.Role
+		props map[string]string
+		alias string
+		name  string
+	}{
+		{clients.Consumer, f.SourceConsumer, o.Source, "consumer"},
+		{clients.Producer, f.TargetProducer, o.Target, "producer"},
+	} {
+		if _, err := clients.RoleOptions(c.role, c.props); err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				errs = append(errs, tr.clientErrorAt(line, c.alias, c.name))
+			}
+		}
+		for _, k := range clients.Unused(c.role, c.props) {
+			if l, ok := tr.userLine(k, c.alias, c.name); ok {
+				unused = append(unused, l.origin+": "+l.userKey)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "\n"))
+	}
+	sort.Strings(unused)
+	return unused, nil
+}
+
+// userLine finds the user's line behind a client key of alias's role.
+func (tr *Translation) userLine(k, alias, role string) (line, bool) {
+	for _, key := range []string{alias + "." + role + "." + k, alias + "." + k} {
+		if l, ok := tr.origin(key); ok && l.userKey != "" {
+			return l, true
+		}
+	}
+	return line{}, false
+}
+
+// clientErrorAt prefixes a client error "key: message" with the file and
+// line of key.
+func (tr *Translation) clientErrorAt(msg, alias, role string) string {
+	if k, _, ok := strings.Cut(msg, ":"); ok {
+		if l, ok := tr.userLine(k, alias, role); ok {
+			return l.origin + ": " + msg
+		}
+	}
+	return role + " properties: " + msg
+}
+
+// mapConfigErrors rewrites config errors about generated keys so that they
+// name the user's file and line, or flag.
+func (tr *Translation) mapConfigErrors(err error) error {
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{err}
+	}
+	var out []string
+	for _, e := range list {
+		var ce *config.Error
+		if errors.As(e, &ce) {
+			if l, ok := tr.origin(ce.Key); ok {
+				key := l.userKey
+				if key == "" {
+					key = ce.Key
+				}
+				out = append(out, fmt.Sprintf("%s: %s: %s", l.origin, key, ce.Msg))
+				continue
+			}
+		}
+		out = append(out, e.Error())
+	}
+	return errors.New(strings.Join(out, "\n"))
+}
+
+// ReadClientFile reads a Java client properties file for flagName.
+func ReadClientFile(flagName, path string) (*config.Properties, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flagName, err)
+	}
+	p, err := config.ParseProperties(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := p.Get("bootstrap.servers"); !ok {
+		return nil, fmt.Errorf("%s: bootstrap.servers is missing", path)
+	}
+	return p, nil
+}
