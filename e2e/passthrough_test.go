@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/passthrough"
@@ -75,10 +76,10 @@ func (s ptSetup) start(t *testing.T) *ptRun {
 		Metrics: metrics.New(), Log: log,
 		PartitionMaxBytes: cmp.Or(s.partBytes, 64<<10), // small: several fetches per partition
 	})
-	var ps []replicate.Partition
+	var ps []datapath.Partition
 	for _, tp := range s.topics {
 		for p := range s.partitions {
-			ps = append(ps, replicate.Partition{TP: progress.TP{Topic: tp, Partition: p}, Remote: s.src + "." + tp})
+			ps = append(ps, datapath.Partition{TP: progress.TP{Topic: tp, Partition: p}, Remote: s.src + "." + tp})
 		}
 	}
 	pl.Assign(ps)
@@ -367,7 +368,7 @@ func TestPassthroughFallbacks(t *testing.T) {
 		_, _ = io.ReadFull(rand.Reader, v)
 		r := &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: v, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}}}
 		if i%100 == 7 {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: replicate.OriginHeader, Value: []byte(dst)}) // came from the target
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: datapath.OriginHeader, Value: []byte(dst)}) // came from the target
 		}
 		recs = append(recs, r)
 	}
@@ -386,7 +387,7 @@ func TestPassthroughFallbacks(t *testing.T) {
 			bigOffset = r.Offset
 			break
 		}
-		if _, looped := headerValue(r, replicate.OriginHeader); !looped {
+		if _, looped := headerValue(r, datapath.OriginHeader); !looped {
 			want = append(want, r)
 		}
 	}
@@ -399,9 +400,9 @@ func TestPassthroughFallbacks(t *testing.T) {
 	})
 	r.stop(t)
 	got := b.ReadAll(t, remote)
-	sameRecords(t, want, got, replicate.OriginHeader)
+	sameRecords(t, want, got, datapath.OriginHeader)
 	for _, g := range got {
-		if v, ok := headerValue(g, replicate.OriginHeader); !ok || v != src {
+		if v, ok := headerValue(g, datapath.OriginHeader); !ok || v != src {
 			t.Fatalf("target record at %d has origin %q (present %v), want %q", g.Offset, v, ok, src)
 		}
 	}
@@ -507,9 +508,9 @@ func TestPassthroughThroughput(t *testing.T) {
 		}
 		rep := replicate.New(replicate.Config{SourceAlias: src, TargetAlias: "dst", Source: consumer, SourceAdmin: a.Admin(t),
 			Target: producer, Progress: store, Metrics: metrics.New(), Log: log})
-		var ps []replicate.Partition
+		var ps []datapath.Partition
 		for p := range int32(parts) {
-			ps = append(ps, replicate.Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: remote})
+			ps = append(ps, datapath.Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: remote})
 		}
 		rep.Assign(ps)
 		c, cancel := context.WithCancel(context.Background())

@@ -296,3 +296,65 @@ func TestRecreatedTopicReported(t *testing.T) {
 		t.Errorf("re-creation not reported:\n%s", p.log.String())
 	}
 }
+
+// TestRecreatedTopicWhileRunning deletes and re-creates a source topic
+// while kmirror copies it, in every mode: the new topic is copied from its
+// start (some records may come twice, none is missing) and the
+// re-creation is reported.
+func TestRecreatedTopicWhileRunning(t *testing.T) {
+	// The record path's franz-go consumer keeps fetching with the old
+	// topic ID (UNKNOWN_TOPIC_ID, logged in a tight loop) and never
+	// reaches the new topic; the same before the data paths shared
+	// internal/datapath.
+	const stale = "known bug: the record path's consumer keeps the old topic ID"
+	for _, tt := range []struct {
+		name  string
+		extra []string
+		skip  string
+	}{
+		{"passthrough", nil, ""},
+		{"record path", []string{recordPath}, stale},
+		{"group passthrough", []string{"kmirror.workers = group"}, ""},
+		{"group record path", []string{"kmirror.workers = group", recordPath}, stale},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.skip != "" {
+				t.Skip(tt.skip)
+			}
+			cs := testkafka.Shared(t, 2)
+			a, b := cs[0], cs[1]
+			topic := testkafka.Topic(t, "recreate-live")
+			a.CreateTopic(t, topic, 2, nil)
+			produceN(t, a, topic, 2, 30, "old")
+
+			src, dst := alias(t, "src"), alias(t, "dst")
+			cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append([]string{src + "->" + dst + ".topics = " + topic}, tt.extra...)...))
+			remote := src + "." + topic
+			p := startKmirror(t, cfg)
+			defer p.stop()
+			waitFor(t, 60*time.Second, "the old topic's records", func() bool { return countOrZero(t, b, remote) == 30 })
+
+			if _, err := a.Admin(t).DeleteTopics(ctx(t), topic); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 30*time.Second, "the topic to be deleted", func() bool { return !hasTopic(t, a, topic) })
+			waitFor(t, 30*time.Second, "the topic to be re-created", func() bool {
+				resp, err := a.Admin(t).CreateTopic(ctx(t), 2, 1, nil, topic)
+				return err == nil && resp.Err == nil
+			})
+			produceN(t, a, topic, 2, 40, "new")
+			waitFor(t, 60*time.Second, "every record of the new topic", func() bool {
+				seen := map[string]bool{}
+				for _, r := range b.ReadAll(t, remote) {
+					if string(r.Value) == "new" {
+						seen[string(r.Key)] = true
+					}
+				}
+				return len(seen) == 40
+			})
+			waitFor(t, 10*time.Second, "the re-creation reported", func() bool {
+				return strings.Contains(p.log.String(), "source topic was deleted and re-created")
+			})
+		})
+	}
+}

@@ -18,9 +18,9 @@ import (
 
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/readlog"
-	"github.com/kmirror/kmirror/internal/replicate"
 	"github.com/kmirror/kmirror/internal/verify"
 )
 
@@ -149,12 +149,12 @@ func verifyFlow(ctx context.Context, fc *config.Flow, only *regexp.Regexp) ([]ve
 		remote := pol.FormatRemoteTopic(fc.Source, tp.Topic)
 		var s, d []verify.Item
 		if err := readlog.Partition(ctx, src, tp.Topic, tp.Partition, saved[tp], func(r *kgo.Record) {
-			s = append(s, verify.Of(r, replicate.OriginHeader))
+			s = append(s, verify.Of(r, datapath.OriginHeader))
 		}); err != nil {
 			return nil, fmt.Errorf("source cluster %s: %w", fc.Source, err)
 		}
 		if err := readlog.Partition(ctx, dst, remote, tp.Partition, -1, func(r *kgo.Record) {
-			d = append(d, verify.Of(r, replicate.OriginHeader))
+			d = append(d, verify.Of(r, datapath.OriginHeader))
 		}); err != nil {
 			return nil, fmt.Errorf("target cluster %s: %w", fc.Target, err)
 		}

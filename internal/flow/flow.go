@@ -15,13 +15,13 @@ import (
 	"github.com/kmirror/kmirror/internal/checkpoint"
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/heartbeat"
 	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/progress"
-	"github.com/kmirror/kmirror/internal/replicate"
 )
 
 // codecProducers returns one producer per compression codec, so that
@@ -111,7 +111,7 @@ const CommitRecords = 5000
 
 // Options tune a flow beyond its configuration.
 type Options struct {
-	// AddOrigin writes the provenance header; see replicate.OriginHeader.
+	// AddOrigin writes the provenance header; see datapath.OriginHeader.
 	AddOrigin bool
 	// Drain bounds how long a stopping flow waits for records in flight.
 	Drain time.Duration
@@ -127,32 +127,13 @@ type Flow struct {
 	closers []func()
 
 	mu  sync.Mutex
-	rep dataPath // set once Run has assigned partitions
-}
-
-// dataPath moves the records of assigned partitions: the record path
-// (internal/replicate) or passthrough (internal/passthrough).
-type dataPath interface {
-	Assign([]replicate.Partition)
-	Revoke(context.Context, []progress.TP) error
-	Positions() map[progress.TP]int64
-	Commit(context.Context) error
-	AckedSinceCommit() int64
-	Run(context.Context, time.Duration) error
-}
-
-// controlled is a data path that reports its partitions and can pause.
-type controlled interface {
-	Status() []replicate.PartitionStatus
-	Pause()
-	Resume()
-	Paused() bool
+	rep datapath.Engine // set once Run has assigned partitions
 }
 
 // Partitions returns the state of the flow's partitions; nil before the
 // flow has started replicating.
-func (f *Flow) Partitions() []replicate.PartitionStatus {
-	if rep, ok := f.replicator().(controlled); ok {
+func (f *Flow) Partitions() []datapath.PartitionStatus {
+	if rep := f.replicator(); rep != nil {
 		return rep.Status()
 	}
 	return nil
@@ -161,29 +142,29 @@ func (f *Flow) Partitions() []replicate.PartitionStatus {
 // Pause stops fetching from the source until Resume; it reports whether
 // the flow was replicating.
 func (f *Flow) Pause() bool {
-	rep, ok := f.replicator().(controlled)
-	if ok {
+	rep := f.replicator()
+	if rep != nil {
 		rep.Pause()
 	}
-	return ok
+	return rep != nil
 }
 
 // Resume undoes Pause.
 func (f *Flow) Resume() bool {
-	rep, ok := f.replicator().(controlled)
-	if ok {
+	rep := f.replicator()
+	if rep != nil {
 		rep.Resume()
 	}
-	return ok
+	return rep != nil
 }
 
 // Paused reports whether the flow is paused.
 func (f *Flow) Paused() bool {
-	rep, ok := f.replicator().(controlled)
-	return ok && rep.Paused()
+	rep := f.replicator()
+	return rep != nil && rep.Paused()
 }
 
-func (f *Flow) replicator() dataPath {
+func (f *Flow) replicator() datapath.Engine {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.rep

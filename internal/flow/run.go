@@ -16,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/internal/checkpoint"
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/heartbeat"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/passthrough"
@@ -40,7 +41,7 @@ type running struct {
 	group              string // consumer group in group mode, or ""
 	hooks              *groupHooks
 	store              *progress.Store
-	rep                dataPath
+	rep                datapath.Engine
 	syncer             *topicsync.Syncer
 	assigned           map[progress.TP]bool // single mode: partitions handed to rep
 }
@@ -82,6 +83,7 @@ func (r *running) build(ctx context.Context) error {
 		r.group = c.WorkersGroupID
 	}
 	r.hooks = &groupHooks{remotes: make(map[string]string)}
+	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: startAtEnd, Log: f.log}
 	if r.group != "" {
 		if eos {
 			return fmt.Errorf("flow %s: exactly-once with several workers (%s) is not supported yet; run one worker per flow", c.Name(), config.WorkersKey)
@@ -126,7 +128,7 @@ func (r *running) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("flow %s: %w", c.Name(), err)
 	}
-	r.hooks.store, r.hooks.log = r.store, f.log
+	r.hooks.adapter.Progress = r.store
 	if err := r.seedFromGroup(ctx); err != nil {
 		return err
 	}
@@ -171,12 +173,9 @@ func (r *running) build(ctx context.Context) error {
 			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
 		})
 		r.rep = pl
-		if r.group != "" {
-			r.hooks.rep = &ptGroup{pl: pl, store: r.store, remote: r.hooks.remote, log: f.log}
-			r.hooks.paused = true
-		}
+		r.hooks.adapter.OwnFetches = true
 	} else {
-		rep := replicate.New(replicate.Config{
+		r.rep = replicate.New(replicate.Config{
 			SourceAlias:   c.Source,
 			TargetAlias:   c.Target,
 			Source:        r.consumer,
@@ -191,13 +190,11 @@ func (r *running) build(ctx context.Context) error {
 			Throttle:      limiter,
 			Transactional: eos,
 			Group:         r.group != "",
-			Remote:        r.hooks.remote,
 			Metrics:       f.m,
 			Log:           f.log,
 		})
-		r.hooks.rep = rep
-		r.rep = rep
 	}
+	r.hooks.adapter.Engine = r.rep
 	r.syncer = &topicsync.Syncer{
 		Source:                r.srcAdm,
 		Target:                r.tgtAdm,
@@ -230,14 +227,14 @@ func (r *running) refresh(ctx context.Context) error {
 		r.f.subscribe(r.consumer, r.producer, r.hooks, ts)
 		return nil
 	}
-	var add []replicate.Partition
+	var add []datapath.Partition
 	live := make(map[progress.TP]bool)
 	for _, t := range ts {
 		for p := int32(0); p < t.Partitions; p++ {
 			tp := progress.TP{Topic: t.Name, Partition: p}
 			live[tp] = true
 			if t.Ready && !r.assigned[tp] {
-				add = append(add, replicate.Partition{TP: tp, Remote: t.Remote})
+				add = append(add, datapath.Partition{TP: tp, Remote: t.Remote})
 				r.assigned[tp] = true
 			}
 		}
@@ -456,7 +453,7 @@ func (r *running) leadCheckpoints(ctx context.Context, stopFlow func(), errs cha
 // is replicated from its start; whatever the old topic held past the saved
 // progress and was not copied is gone, and that is reported.
 func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
-	f, store, rep, assigned, grouped := r.f, r.store, r.rep, r.assigned, r.group != ""
+	f, store := r.f, r.store
 	if t.ID == "" || !t.Ready {
 		return nil
 	}
@@ -465,27 +462,6 @@ func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
 		return nil
 	}
 	if ok {
-		var mine []progress.TP
-		for tp := range assigned {
-			if tp.Topic == t.Name {
-				mine = append(mine, tp)
-				delete(assigned, tp)
-			}
-		}
-		var rewound func()
-		switch g, isPT := r.hooks.rep.(*ptGroup); {
-		case grouped && isPT:
-			var err error
-			if rewound, err = g.rewind(ctx, r.hooks.ownedOf(t.Name)); err != nil {
-				return err
-			}
-		case grouped:
-			rep.(*replicate.Replicator).RewindTopic(ctx, t.Name)
-		default:
-			if err := rep.Revoke(ctx, mine); err != nil {
-				return err
-			}
-		}
 		reset := make(map[progress.TP]int64)
 		for p := int32(0); p < t.Partitions; p++ {
 			tp := progress.TP{Topic: t.Name, Partition: p}
@@ -497,11 +473,13 @@ func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
 			}
 		}
 		f.m.TopicsRecreated.WithLabelValues(f.cfg.Source, f.cfg.Target, t.Name).Inc()
-		if err := store.Save(ctx, reset); err != nil {
+		// The data path rewinds first: until then its progress saves
+		// could write the old topic's progress over the reset.
+		if err := r.rep.Rewind(ctx, t.Name); err != nil {
 			return err
 		}
-		if rewound != nil {
-			rewound()
+		if err := store.Save(ctx, reset); err != nil {
+			return err
 		}
 	}
 	return store.SaveTopicID(ctx, t.Name, t.ID)

@@ -16,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
-	"github.com/kmirror/kmirror/internal/replicate"
 )
 
 // faultCopy is one copy between two kfake clusters with faults injected
@@ -146,16 +146,8 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 		t.Fatal(err)
 	}
 
-	dstCl, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dstCl.Close()
+	dstCl, store := openTarget(ctx, t, dst, 2)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := progress.Open(ctx, kadm.NewClient(dstCl), []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, dstCl, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: 2}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	fc.fetches = make([]atomic.Int64, max(fc.lanes, 1))
 	var fetchers []*kgo.Client
 	for i := range fc.fetches {
@@ -169,7 +161,7 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	// Small fetches: many batches per partition, several in flight.
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: fetchers[0], MoreSources: fetchers[1:], SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
 		Progress: store, Metrics: metrics.New(), Log: log, PartitionMaxBytes: 20000})
-	pl.Assign([]replicate.Partition{{TP: progress.TP{Topic: "t", Partition: 0}, Remote: "A.t"}, {TP: progress.TP{Topic: "t", Partition: 1}, Remote: "A.t"}})
+	pl.Assign([]datapath.Partition{{TP: progress.TP{Topic: "t", Partition: 0}, Remote: "A.t"}, {TP: progress.TP{Topic: "t", Partition: 1}, Remote: "A.t"}})
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- pl.Run(rctx, 10*time.Second) }()
@@ -392,4 +384,109 @@ func TestLeaderMovesWithSeveralInFlight(t *testing.T) {
 			}
 		}
 	}}).run(t)
+}
+
+// openTarget returns a client of dst and a progress store on it with
+// partitions partitions.
+func openTarget(ctx context.Context, t *testing.T, dst *kfake.Cluster, partitions int32) (*kgo.Client, *progress.Store) {
+	t.Helper()
+	dstCl, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dstCl.Close)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := progress.Open(ctx, kadm.NewClient(dstCl), []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, dstCl, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: partitions}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dstCl, store
+}
+
+// TestRewind copies a topic, then rewinds it as the flow does for a
+// re-created source topic: every batch is copied again from the log start,
+// even with StartAtEnd, and the progress follows.
+func TestRewind(t *testing.T) {
+	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "A.t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srcCl.Close()
+	for i := range 40 {
+		if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: int32(i % 2), Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dstCl, store := openTarget(ctx, t, dst, 1)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tps := []progress.TP{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
+	// Saved progress, so that StartAtEnd does not apply at first.
+	if err := store.Save(ctx, map[progress.TP]int64{tps[0]: 0, tps[1]: 4}); err != nil {
+		t.Fatal(err)
+	}
+	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: srcCl, SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
+		Progress: store, Metrics: metrics.New(), Log: log, StartAtEnd: true})
+	pl.Assign([]datapath.Partition{{TP: tps[0], Remote: "A.t"}, {TP: tps[1], Remote: "A.t"}})
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- pl.Run(rctx, 10*time.Second) }()
+	waitPositions := func(want int64) {
+		t.Helper()
+		for {
+			pos := pl.Positions()
+			if pos[tps[0]] == want && pos[tps[1]] == want {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("positions %v, want %d", pos, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	ends := func() int64 {
+		t.Helper()
+		o, err := kadm.NewClient(dstCl).ListEndOffsets(ctx, "A.t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		o.Each(func(l kadm.ListedOffset) { n += l.Offset })
+		return n
+	}
+	waitPositions(19)
+	first := ends()
+	if err := store.Save(ctx, map[progress.TP]int64{tps[0]: -1, tps[1]: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.Rewind(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if pos := pl.Positions(); len(pos) != 2 || pos[tps[0]] > 19 || pos[tps[1]] > 19 {
+		t.Errorf("positions after Rewind %v", pos)
+	}
+	waitPositions(19)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := ends(); got != first+40 {
+		t.Errorf("target holds %d records, want %d", got, first+40)
+	}
+	for _, tp := range tps {
+		if got, _ := store.Get(tp); got != 19 {
+			t.Errorf("%s saved at %d, want 19", tp, got)
+		}
+	}
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
-	"github.com/kmirror/kmirror/internal/replicate"
 	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
@@ -90,9 +90,9 @@ func TestRealThroughput(t *testing.T) {
 	}
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: a.Client(t), SourceAdmin: a.Admin(t),
 		Target: b.Client(t), TargetAdmin: adm, Progress: store, Metrics: metrics.New(), Log: log})
-	var ps []replicate.Partition
+	var ps []datapath.Partition
 	for p := range int32(parts) {
-		ps = append(ps, replicate.Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: remote})
+		ps = append(ps, datapath.Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: remote})
 	}
 	if f := os.Getenv("KMIRROR_PT_PROF"); f != "" {
 		out, err := os.Create(f)

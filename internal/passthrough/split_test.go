@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
-	"github.com/kmirror/kmirror/internal/replicate"
 )
 
 // messageV1 encodes a legacy (magic 1) uncompressed message at offset.
@@ -163,7 +163,7 @@ func TestSplit(t *testing.T) {
 					t.Fatalf("item %d: decoded %d records (%v), want %d", i, len(recs), err, b.count)
 				}
 				for _, r := range recs {
-					if v, ok := originOf(r); ok != tc.origin || (ok && v != "A") {
+					if v, ok := datapath.Origin(r.Headers); ok != tc.origin || (ok && v != "A") {
 						t.Errorf("item %d: origin header %q present %v, want present %v", i, v, ok, tc.origin)
 					}
 					if r.Attrs.TimestampType() != 0 {
@@ -178,8 +178,8 @@ func TestSplit(t *testing.T) {
 // TestSplitSkipsLoopedRecords drops records whose origin is the target.
 func TestSplitSkipsLoopedRecords(t *testing.T) {
 	recs := testRecords(4, 0, 10)
-	recs[1].Headers = append(recs[1].Headers, kgo.RecordHeader{Key: replicate.OriginHeader, Value: []byte("B")})
-	recs[3].Headers = []kgo.RecordHeader{{Key: replicate.OriginHeader, Value: []byte("B")}}
+	recs[1].Headers = append(recs[1].Headers, kgo.RecordHeader{Key: datapath.OriginHeader, Value: []byte("B")})
+	recs[3].Headers = []kgo.RecordHeader{{Key: datapath.OriginHeader, Value: []byte("B")}}
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", AddOrigin: true, Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	p := &partition{tp: progress.TP{Topic: "t", Partition: 0}}
 	rp := kmsg.NewFetchResponseTopicPartition()

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
 )
@@ -49,9 +50,9 @@ func BenchmarkReplicate(b *testing.B) {
 		Metrics:     metrics.New(),
 		Log:         log,
 	})
-	var ps []Partition
+	var ps []datapath.Partition
 	for p := int32(0); p < 4; p++ {
-		ps = append(ps, Partition{TP: progress.TP{Topic: "bench", Partition: p}, Remote: "A.bench"})
+		ps = append(ps, datapath.Partition{TP: progress.TP{Topic: "bench", Partition: p}, Remote: "A.bench"})
 	}
 	b.SetBytes(1024)
 	b.ResetTimer()

@@ -106,7 +106,7 @@ func (r *Replicator) commitTxn(ctx context.Context) error {
 	}
 	r.inTxn = false
 	r.cfg.Progress.Saved(pos)
-	r.ackedSince.Store(0)
+	r.CommitStarted()
 	if r.cfg.Syncs != nil {
 		return r.cfg.Syncs.Flush(ctx)
 	}

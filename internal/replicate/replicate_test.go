@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/progress"
@@ -137,9 +137,9 @@ func (f *fakePair) run(t *testing.T, topic string, n int32, want int, syncs stri
 		Log:           log,
 		Transactional: eos,
 	})
-	var ps []Partition
+	var ps []datapath.Partition
 	for p := int32(0); p < n; p++ {
-		ps = append(ps, Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: "A." + topic})
+		ps = append(ps, datapath.Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: "A." + topic})
 	}
 	if f.pauseFirst {
 		r.Pause()
@@ -368,26 +368,79 @@ func TestReplicateLanesPauseResume(t *testing.T) {
 	}
 }
 
-func TestLane(t *testing.T) {
-	for _, tt := range []struct {
-		topics, parts, lanes int
-	}{{1, 2, 2}, {4, 8, 2}, {4, 8, 4}, {3, 7, 3}, {1, 1, 1}, {2, 5, 8}} {
-		count := make([]int, tt.lanes)
-		for i := range tt.topics {
-			per := make([]int, tt.lanes)
-			for p := range tt.parts {
-				l := Lane(progress.TP{Topic: fmt.Sprintf("topic-%d", i), Partition: int32(p)}, tt.lanes)
-				if l < 0 || l >= tt.lanes {
-					t.Fatalf("lane %d of %d", l, tt.lanes)
+// TestReplicateRewind copies a topic, then rewinds it as the flow does for
+// a re-created source topic: every record is copied again from the log
+// start, even with StartAtEnd, and the progress follows.
+func TestReplicateRewind(t *testing.T) {
+	for _, group := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group=%v", group), func(t *testing.T) {
+			f := newFakePair(t)
+			f.topics(t, "rw", 2)
+			produce(t, f.srcOpts, "rw", 2, 0, 40)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			log := slog.New(slog.DiscardHandler)
+			dstAdm := kadm.NewClient(client(t, f.dstOpts))
+			producer := client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			store, err := progress.Open(ctx, dstAdm, f.dstOpts, producer, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: 1, ReplicationFactor: 1}, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tps := []progress.TP{{Topic: "rw", Partition: 0}, {Topic: "rw", Partition: 1}}
+			copts := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset())}
+			if group {
+				// A group consumer stands for the one of group mode:
+				// its partitions are set here directly.
+				copts = append(copts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"rw": {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart()}}))
+			}
+			r := New(Config{SourceAlias: "A", TargetAlias: "B", Source: client(t, f.srcOpts, copts...), SourceAdmin: kadm.NewClient(client(t, f.srcOpts)),
+				Target: producer, Progress: store, Metrics: metrics.New(), Log: log, StartAtEnd: !group, Group: group})
+			if group {
+				r.Assign([]datapath.Partition{{TP: tps[0], Remote: "A.rw"}, {TP: tps[1], Remote: "A.rw"}})
+			} else {
+				// Saved progress, so that StartAtEnd does not apply yet.
+				if err := store.Save(ctx, map[progress.TP]int64{tps[0]: 0, tps[1]: 4}); err != nil {
+					t.Fatal(err)
 				}
-				per[l]++
-				count[l]++
+				r.Assign([]datapath.Partition{{TP: tps[0], Remote: "A.rw"}, {TP: tps[1], Remote: "A.rw"}})
 			}
-			// Within a topic, lanes differ by at most one partition.
-			if slices.Max(per)-slices.Min(per) > 1 {
-				t.Errorf("%+v: topic %d spreads %v", tt, i, per)
+			rctx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- r.Run(rctx, 10*time.Second) }()
+			waitPositions := func(want int64) {
+				t.Helper()
+				for {
+					pos := r.Positions()
+					if pos[tps[0]] == want && pos[tps[1]] == want {
+						return
+					}
+					if ctx.Err() != nil {
+						t.Fatalf("positions %v, want %d", pos, want)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
 			}
-		}
-		t.Logf("%+v: %v", tt, count)
+			waitPositions(19)
+			first := len(readAll(t, f.dstOpts, "A.rw"))
+			if err := store.Save(ctx, map[progress.TP]int64{tps[0]: -1, tps[1]: -1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Rewind(ctx, "rw"); err != nil {
+				t.Fatal(err)
+			}
+			waitPositions(19)
+			stop()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := len(readAll(t, f.dstOpts, "A.rw")); got != first+40 {
+				t.Errorf("target holds %d records, want %d", got, first+40)
+			}
+			for _, tp := range tps {
+				if got, _ := store.Get(tp); got != 19 {
+					t.Errorf("%s saved at %d, want 19", tp, got)
+				}
+			}
+		})
 	}
 }

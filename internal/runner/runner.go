@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/flow"
 	"github.com/kmirror/kmirror/internal/metrics"
-	"github.com/kmirror/kmirror/internal/replicate"
 )
 
 // ErrUnknownFlow is returned for a flow name the configuration lacks.
@@ -244,13 +244,13 @@ func (r *Runner) Reload() error {
 
 // FlowStatus is the state of one flow.
 type FlowStatus struct {
-	Name        string                      `json:"name"`
-	Kind        string                      `json:"kind"` // replication or heartbeats
-	State       string                      `json:"state"`
-	ExactlyOnce bool                        `json:"exactly_once,omitempty"`
-	Since       time.Time                   `json:"since"`
-	Error       string                      `json:"error,omitempty"`
-	Partitions  []replicate.PartitionStatus `json:"partitions,omitempty"`
+	Name        string                     `json:"name"`
+	Kind        string                     `json:"kind"` // replication or heartbeats
+	State       string                     `json:"state"`
+	ExactlyOnce bool                       `json:"exactly_once,omitempty"`
+	Since       time.Time                  `json:"since"`
+	Error       string                     `json:"error,omitempty"`
+	Partitions  []datapath.PartitionStatus `json:"partitions,omitempty"`
 }
 
 // Status returns the state of every flow, sorted by name.

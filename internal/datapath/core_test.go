@@ -1,0 +1,270 @@
+package datapath
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/progress"
+)
+
+// newStore opens a progress store on a kfake cluster, with tp a:0 saved at
+// 41.
+func newStore(t *testing.T) *progress.Store {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	store, err := progress.Open(ctx, kadm.NewClient(cl), []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, cl, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: 1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Save(ctx, map[progress.TP]int64{{Topic: "a", Partition: 0}: 41}); err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+func TestGroupOffsets(t *testing.T) {
+	store := newStore(t)
+	for _, tt := range []struct {
+		name       string
+		own, atEnd bool
+		tp         progress.TP
+		want       kgo.Offset
+	}{
+		{"saved", false, false, progress.TP{Topic: "a", Partition: 0}, kgo.NewOffset().At(42).WithEpoch(-1)},
+		{"saved, start at end", false, true, progress.TP{Topic: "a", Partition: 0}, kgo.NewOffset().At(42).WithEpoch(-1)},
+		{"none", false, false, progress.TP{Topic: "a", Partition: 1}, kgo.NewOffset().AtStart()},
+		{"none, start at end", false, true, progress.TP{Topic: "a", Partition: 1}, kgo.NewOffset().AtEnd()},
+		{"own fetches", true, false, progress.TP{Topic: "a", Partition: 0}, kgo.NewOffset().AtStart()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &Group{Progress: store, OwnFetches: tt.own, StartAtEnd: tt.atEnd}
+			got, err := g.Offsets(context.Background(), map[string]map[int32]kgo.Offset{tt.tp.Topic: {tt.tp.Partition: {}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o := got[tt.tp.Topic][tt.tp.Partition]; o.String() != tt.want.String() {
+				t.Errorf("offset %s, want %s", o, tt.want)
+			}
+		})
+	}
+}
+
+// fakeEngine records what a Group asks of it.
+type fakeEngine struct {
+	Engine
+	mu       sync.Mutex
+	assigned []Partition
+	revoked  []progress.TP
+}
+
+func (e *fakeEngine) Assign(ps []Partition) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.assigned = append(e.assigned, ps...)
+}
+
+func (e *fakeEngine) Revoke(_ context.Context, tps []progress.TP) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.revoked = append(e.revoked, tps...)
+	return nil
+}
+
+func TestGroupAssignedRevoked(t *testing.T) {
+	store := newStore(t)
+	var logs bytes.Buffer
+	eng := &fakeEngine{}
+	tracked := map[progress.TP]bool{}
+	g := &Group{Engine: eng, Progress: store, Remote: func(s string) string { return "A." + s },
+		Track: func(m map[string][]int32, add bool) {
+			for _, tp := range TPs(m) {
+				tracked[tp] = add
+			}
+		},
+		Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	ctx := context.Background()
+	g.Assigned(ctx, nil, map[string][]int32{"a": {0, 1}})
+	if len(eng.assigned) != 2 || eng.assigned[0].Remote != "A.a" {
+		t.Fatalf("assigned %v", eng.assigned)
+	}
+	for _, want := range []string{"partition assigned to this worker", "partition=0 remote=A.a from=42", "partition=1 remote=A.a from=-1"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	g.Revoked(ctx, nil, map[string][]int32{"a": {1}})
+	if len(eng.revoked) != 1 || eng.revoked[0] != (progress.TP{Topic: "a", Partition: 1}) {
+		t.Errorf("revoked %v", eng.revoked)
+	}
+	want := map[progress.TP]bool{{Topic: "a", Partition: 0}: true, {Topic: "a", Partition: 1}: false}
+	if !maps.Equal(tracked, want) {
+		t.Errorf("tracked %v, want %v", tracked, want)
+	}
+	if !strings.Contains(logs.String(), "partitions handed back to the group") {
+		t.Errorf("log lacks the hand-back:\n%s", logs.String())
+	}
+}
+
+// fakeParts is an engine's state for Release.
+type fakeParts struct {
+	mu       sync.Mutex
+	parts    map[progress.TP]*Ledger
+	inflight map[progress.TP]int
+	revoked  map[progress.TP]bool
+}
+
+func (f *fakeParts) MarkRevoked(tps []progress.TP) []progress.TP {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var mine []progress.TP
+	for _, tp := range tps {
+		if f.parts[tp] != nil {
+			f.revoked[tp] = true
+			mine = append(mine, tp)
+		}
+	}
+	return mine
+}
+
+func (f *fakeParts) InFlight(tp progress.TP) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.inflight[tp]
+	if n > 0 {
+		f.inflight[tp]-- // answered one
+		f.parts[tp].Skip(f.parts[tp].Done + 1)
+	}
+	return n
+}
+
+func (f *fakeParts) Position(tp progress.TP) (int64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.parts[tp].Position()
+}
+
+func (f *fakeParts) Delete(tps []progress.TP) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, tp := range tps {
+		delete(f.parts, tp)
+	}
+}
+
+func TestRelease(t *testing.T) {
+	a0, a1, b0, gone := progress.TP{Topic: "a", Partition: 0}, progress.TP{Topic: "a", Partition: 1}, progress.TP{Topic: "b", Partition: 0}, progress.TP{Topic: "c", Partition: 0}
+	for _, tt := range []struct {
+		name string
+		save bool
+		want map[progress.TP]int64 // saved after
+	}{
+		{"save", true, map[progress.TP]int64{a0: 12, a1: -1}},
+		{"no save", false, map[progress.TP]int64{a0: 41}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			reset := NewLedger()
+			reset.Restart(0)
+			l0 := Ledger{Done: 10}
+			none := NewLedger()
+			f := &fakeParts{
+				parts:    map[progress.TP]*Ledger{a0: &l0, a1: &reset, b0: &none},
+				inflight: map[progress.TP]int{a0: 2},
+				revoked:  map[progress.TP]bool{},
+			}
+			c := &Core{Progress: store}
+			if err := c.Release(context.Background(), f, []progress.TP{a0, a1, gone}, tt.save); err != nil {
+				t.Fatal(err)
+			}
+			if len(f.parts) != 1 || f.parts[b0] == nil || !f.revoked[a0] || !f.revoked[a1] {
+				t.Errorf("left %v, revoked %v", f.parts, f.revoked)
+			}
+			for tp, want := range tt.want {
+				if got, _ := store.Get(tp); got != want {
+					t.Errorf("%s saved at %d, want %d", tp, got, want)
+				}
+			}
+			if _, ok := store.Get(b0); ok {
+				t.Errorf("%s saved", b0)
+			}
+		})
+	}
+}
+
+func TestAfterGap(t *testing.T) {
+	tp := progress.TP{Topic: "a", Partition: 3}
+	for _, tt := range []struct {
+		name   string
+		want   int64
+		r      LogRange
+		resume int64
+		lost   float64
+		log    string
+	}{
+		{"in range", 5, LogRange{0, 10}, 5, -1, ""},
+		{"removed", 3, LogRange{7, 10}, 7, 4, "source records lost before replication"},
+		{"truncated", 12, LogRange{2, 5}, 2, 0, "source partition is shorter than what was replicated"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			c := &Core{SourceAlias: "A", TargetAlias: "B", Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(&logs, nil))}
+			if got := c.AfterGap(tp, tt.want, tt.r); got != tt.resume {
+				t.Errorf("resume at %d, want %d", got, tt.resume)
+			}
+			n := testutil.CollectAndCount(c.Metrics.RecordsLost)
+			if tt.lost < 0 {
+				if n != 0 || logs.Len() != 0 {
+					t.Errorf("%d lost series, log %q; want none", n, logs.String())
+				}
+				return
+			}
+			if got := testutil.ToFloat64(c.Metrics.RecordsLost.WithLabelValues("A", "B", "a", "3")); got != tt.lost {
+				t.Errorf("lost %v, want %v", got, tt.lost)
+			}
+			if !strings.Contains(logs.String(), tt.log) {
+				t.Errorf("log %q lacks %q", logs.String(), tt.log)
+			}
+		})
+	}
+}
+
+func TestAcked(t *testing.T) {
+	var c Core
+	c.Acked(3)
+	c.Acked(2)
+	if got := c.AckedSinceCommit(); got != 5 {
+		t.Errorf("AckedSinceCommit = %d, want 5", got)
+	}
+	c.CommitStarted()
+	if got := c.AckedSinceCommit(); got != 0 {
+		t.Errorf("after CommitStarted: %d, want 0", got)
+	}
+	c.SetPaused(true)
+	if !c.Paused() {
+		t.Error("not paused")
+	}
+}

@@ -1,0 +1,52 @@
+package datapath
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Class is what a produce error means for the partition.
+type Class uint8
+
+// Classes of produce errors.
+const (
+	// Retry: sending again may succeed.
+	Retry Class = iota
+	// TooLarge: the target refused the batch as too large; each engine
+	// sends its records one at a time to stop exactly at a large one.
+	TooLarge
+	// Fatal: retrying cannot cure it; the partition stops, loudly,
+	// instead of skipping the record.
+	Fatal
+)
+
+// fatalErrs are the produce errors of class Fatal.
+var fatalErrs = []error{
+	kerr.InvalidRecord, kerr.CorruptMessage, kerr.InvalidTimestamp, kerr.TopicAuthorizationFailed,
+	kerr.ClusterAuthorizationFailed, kerr.PolicyViolation, kerr.UnsupportedForMessageFormat,
+	kerr.UnsupportedCompressionType, kerr.TransactionalIDAuthorizationFailed,
+}
+
+// Classify returns the class of a produce error; nil is Retry.
+func Classify(err error) Class {
+	switch {
+	case err == nil:
+		return Retry
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		return TooLarge
+	case IsAny(err, fatalErrs):
+		return Fatal
+	}
+	return Retry
+}
+
+// IsAny reports whether err is one of errs.
+func IsAny(err error, errs []error) bool {
+	for _, e := range errs {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,122 @@
+package datapath
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/progress"
+)
+
+// Group adapts an Engine to a Kafka consumer group on the source, through
+// which several workers share a flow: the group coordinator hands out the
+// partitions, moves them when a worker joins or leaves, and takes them from
+// a worker that stops answering. kmirror never commits offsets to that
+// group; where a partition resumes is its progress on the target, read when
+// the partition is assigned.
+//
+// Engine may be set after the group consumer is made with Options, as long
+// as it is before the consumer subscribes to a topic.
+type Group struct {
+	Engine   Engine
+	Progress *progress.Store
+	// Remote names the remote topic of a source topic.
+	Remote func(topic string) string
+	// StartAtEnd starts partitions without progress at the log end.
+	StartAtEnd bool
+	// OwnFetches means the engine fetches on its own: the group consumer
+	// only spreads the partitions, paused, and its positions are unused.
+	OwnFetches bool
+	// Track, if set, hears first of every assignment (add) and of every
+	// partition taken away.
+	Track func(m map[string][]int32, add bool)
+	Log   *slog.Logger
+}
+
+// Options are the group consumer's callbacks.
+func (g *Group) Options() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.OnPartitionsAssigned(g.Assigned),
+		kgo.OnPartitionsRevoked(g.Revoked),
+		kgo.OnPartitionsLost(g.Revoked),
+		kgo.AdjustFetchOffsetsFn(g.Offsets),
+	}
+}
+
+// Assigned is kgo's OnPartitionsAssigned: the engine starts the newly
+// assigned partitions from their progress.
+func (g *Group) Assigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+	// Another worker may have saved progress for these partitions since
+	// this one last read it.
+	if err := g.Progress.CatchUp(ctx); err != nil {
+		g.Log.Warn("reading the progress other workers saved failed; assigned partitions resume from older progress and copy some records again", "err", err)
+	}
+	if g.Track != nil {
+		g.Track(m, true)
+	}
+	var ps []Partition
+	for _, tp := range TPs(m) {
+		remote := g.Remote(tp.Topic)
+		ps = append(ps, Partition{TP: tp, Remote: remote})
+		from := int64(-1)
+		if saved, ok := g.Progress.Get(tp); ok && saved >= 0 {
+			from = saved + 1
+		}
+		g.Log.Info("partition assigned to this worker", "topic", tp.Topic, "partition", tp.Partition, "remote", remote, "from", from)
+	}
+	g.Engine.Assign(ps)
+}
+
+// Revoked is kgo's OnPartitionsRevoked and OnPartitionsLost: the records
+// in flight of the partitions finish and their progress is saved before
+// another worker takes them.
+func (g *Group) Revoked(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+	if g.Track != nil {
+		g.Track(m, false)
+	}
+	tps := TPs(m)
+	if len(tps) == 0 {
+		return
+	}
+	if err := g.Engine.Revoke(ctx, tps); err != nil {
+		g.Log.Warn("saving the progress of revoked partitions failed; the next owner copies some records again", "partitions", len(tps), "err", err)
+		return
+	}
+	g.Log.Info("partitions handed back to the group", "partitions", len(tps))
+}
+
+// Offsets is kgo's AdjustFetchOffsetsFn: assigned partitions start after
+// their progress on the target, whatever the group has committed.
+func (g *Group) Offsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for topic, ps := range offsets {
+		for part := range ps {
+			ps[part] = g.offset(progress.TP{Topic: topic, Partition: part})
+		}
+	}
+	return offsets, nil
+}
+
+func (g *Group) offset(tp progress.TP) kgo.Offset {
+	if g.OwnFetches {
+		return kgo.NewOffset().AtStart() // never used
+	}
+	if saved, ok := g.Progress.Get(tp); ok && saved >= 0 {
+		return kgo.NewOffset().At(saved + 1).WithEpoch(-1)
+	}
+	if g.StartAtEnd {
+		return kgo.NewOffset().AtEnd()
+	}
+	return kgo.NewOffset().AtStart()
+}
+
+// TPs lists the partitions of a group callback's map.
+func TPs(m map[string][]int32) []progress.TP {
+	var tps []progress.TP
+	for topic, parts := range m {
+		for _, part := range parts {
+			tps = append(tps, progress.TP{Topic: topic, Partition: part})
+		}
+	}
+	return tps
+}

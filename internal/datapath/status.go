@@ -1,0 +1,47 @@
+package datapath
+
+import "sort"
+
+// PartitionStatus is what the status API shows of one partition.
+type PartitionStatus struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Remote    string `json:"remote"`
+	// Done is the last source offset known to be on the target; -1 none.
+	Done     int64  `json:"done"`
+	InFlight int    `json:"in_flight"`
+	State    string `json:"state"` // running, paused, restarting, stopped
+	Error    string `json:"error,omitempty"`
+}
+
+// States of a partition.
+const (
+	Running    = "running"
+	Paused     = "paused"
+	Restarting = "restarting"
+	Stopped    = "stopped"
+)
+
+// StateOf names a partition's state; a stopped partition is stopped
+// whatever else holds, then a restarting one.
+func StateOf(stopped, restarting, paused bool) string {
+	switch {
+	case stopped:
+		return Stopped
+	case restarting:
+		return Restarting
+	case paused:
+		return Paused
+	}
+	return Running
+}
+
+// SortStatus sorts partition states by topic, then partition.
+func SortStatus(out []PartitionStatus) {
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+}

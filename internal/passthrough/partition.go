@@ -1,0 +1,309 @@
+package passthrough
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/progress"
+)
+
+// partition is the state of one assigned source partition; pl.mu guards it.
+type partition struct {
+	tp     progress.TP
+	remote string
+	labels prometheus.Labels
+
+	recordCount, byteCount prometheus.Counter
+	recordAge, latency     *metrics.Window
+
+	datapath.Ledger
+	gen        int   // bumped when the fetch position jumps; older fetches are dropped
+	next       int64 // next source offset to fetch; -1 until resolved
+	fromStart  bool  // next resolves to the log start even with StartAtEnd
+	outOfRange bool
+	stopped    bool  // a fatal error stopped the partition
+	stopAfter  error // stop with this error once the queue is sent
+	revoked    bool
+
+	// queue holds the batches fetched and not yet done, in offset
+	// order. queue[0] is never acknowledged: acknowledged batches at
+	// its head are taken off at once, so progress only moves in order.
+	queue    []*outBatch
+	queued   int64 // bytes in queue
+	inflight int   // batches of queue in produce requests
+	// blocked stops sending after a failed batch until every batch in
+	// flight has answered; then the unacknowledged ones are sent again
+	// from the oldest, with the same sequences (renumber: from seqFrom).
+	blocked  bool
+	renumber bool
+	seqFrom  int32
+	// ackPID and ackAt tell when the target last acknowledged a batch of
+	// this partition and under which producer ID. A broker takes the
+	// first batch of a producer it has no state for whatever its
+	// sequence, so until one batch is acknowledged only one is in flight:
+	// a later one must not be written before an earlier one that failed.
+	ackPID   int64
+	ackAt    time.Time
+	syncq    []syncAck  // acknowledged, for the offset-sync writer
+	syncMu   sync.Mutex // keeps the offset-sync calls in order
+	fetching bool
+	seq      int32 // next base sequence under the current producer ID
+	retryAt  time.Time
+	retries  int
+	lastErr  error // the last produce error, or what stopped the partition
+
+	lane                           int // index of the source client that fetches it
+	srcLeader, srcEpoch, tgtLeader int32
+	srcID, tgtID                   [16]byte
+	maxBytes                       int // target max.message.bytes
+}
+
+// outBatch is one v2 batch on its way to the target.
+type outBatch struct {
+	raw       []byte  // complete batch; its header is stamped at each send
+	first     int64   // source offset of the first record
+	last      int64   // source offset the batch completes
+	count     int32   // records
+	offsets   []int64 // source offset of each record; nil means first+i
+	advanceTo int64   // skipped source offsets that complete with this batch
+	maxTS     int64
+	seq       int32
+	seqSet    bool
+	state     uint8 // stUnsent, stSending or stAcked
+	dstBase   int64 // target offset of the first record once acked; -1 unknown
+}
+
+// States of an outBatch.
+const (
+	stUnsent uint8 = iota
+	stSending
+	stAcked
+)
+
+// syncAck is an acknowledged batch waiting for the offset-sync writer.
+type syncAck struct {
+	b    *outBatch
+	base int64
+}
+
+func (b *outBatch) offset(i int) int64 {
+	if b.offsets != nil {
+		return b.offsets[i]
+	}
+	return b.first + int64(i)
+}
+
+// Assign starts replicating ps from their saved progress (or the log
+// start, or end with StartAtEnd). Already assigned partitions are left as
+// they are.
+func (pl *Pipeline) Assign(ps []datapath.Partition) { pl.assign(ps, false) }
+
+// assign is Assign; fromStart starts partitions without progress at the
+// log start whatever StartAtEnd says.
+func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
+	m := pl.cfg.Metrics
+	pl.mu.Lock()
+	for _, a := range ps {
+		if _, ok := pl.parts[a.TP]; ok {
+			continue
+		}
+		l := prometheus.Labels{"source": pl.cfg.SourceAlias, "target": pl.cfg.TargetAlias, "topic": a.Remote, "partition": strconv.Itoa(int(a.TP.Partition))}
+		p := &partition{
+			tp: a.TP, remote: a.Remote, labels: l,
+			recordCount: m.RecordCount.With(l), byteCount: m.ByteCount.With(l),
+			recordAge: m.RecordAgeMs.With(l), latency: m.ReplicationLatencyMs.With(l),
+			Ledger: datapath.NewLedger(), next: -1, fromStart: fromStart,
+			srcLeader: -1, tgtLeader: -1, maxBytes: defaultMaxMessageBytes,
+			lane: datapath.Lane(a.TP, len(pl.sources)),
+		}
+		from := "log start"
+		switch saved, ok := pl.cfg.Progress.Get(a.TP); {
+		case fromStart:
+			p.Reset = true // the saved progress was reset by the caller
+		case ok && saved >= 0:
+			p.Done, p.next = saved, saved+1
+			from = strconv.FormatInt(saved+1, 10)
+		case pl.cfg.StartAtEnd:
+			from = "log end"
+		}
+		pl.parts[a.TP] = p
+		pl.needMeta = true
+		pl.cfg.Log.Info("replicating partition (passthrough)", "topic", a.TP.Topic, "partition", a.TP.Partition, "remote", a.Remote, "from", from)
+	}
+	pl.mu.Unlock()
+	pl.wake()
+}
+
+// Revoke stops replicating tps, waits for their batches in flight and
+// saves their progress. Batches fetched and not yet sent are dropped.
+func (pl *Pipeline) Revoke(ctx context.Context, tps []progress.TP) error {
+	return pl.Release(ctx, revoker{pl}, tps, true)
+}
+
+// Rewind restarts the partitions of topic that the Pipeline owns at the
+// log start, for a source topic that was deleted and re-created.
+func (pl *Pipeline) Rewind(ctx context.Context, topic string) error {
+	pl.mu.Lock()
+	var tps []progress.TP
+	var ps []datapath.Partition
+	for tp, p := range pl.parts {
+		if tp.Topic == topic && !p.revoked {
+			tps = append(tps, tp)
+			ps = append(ps, datapath.Partition{TP: tp, Remote: p.remote})
+		}
+	}
+	pl.mu.Unlock()
+	if err := pl.Release(ctx, revoker{pl}, tps, false); err != nil {
+		return err
+	}
+	pl.assign(ps, true)
+	return nil
+}
+
+// revoker is the Pipeline's side of datapath.Core.Release.
+type revoker struct{ pl *Pipeline }
+
+func (v revoker) MarkRevoked(tps []progress.TP) []progress.TP {
+	pl := v.pl
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	var mine []progress.TP
+	for _, tp := range tps {
+		p := pl.parts[tp]
+		if p == nil {
+			continue
+		}
+		p.revoked = true
+		p.gen++
+		pl.dropQueueLocked(p, true)
+		mine = append(mine, tp)
+	}
+	return mine
+}
+
+func (v revoker) InFlight(tp progress.TP) int {
+	v.pl.mu.Lock()
+	defer v.pl.mu.Unlock()
+	if p := v.pl.parts[tp]; p != nil {
+		return p.inflight
+	}
+	return 0
+}
+
+func (v revoker) Position(tp progress.TP) (int64, bool) {
+	v.pl.mu.Lock()
+	defer v.pl.mu.Unlock()
+	if p := v.pl.parts[tp]; p != nil {
+		return p.Position()
+	}
+	return 0, false
+}
+
+func (v revoker) Delete(tps []progress.TP) {
+	pl := v.pl
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, tp := range tps {
+		if p := pl.parts[tp]; p != nil {
+			pl.dropQueueLocked(p, false)
+			delete(pl.parts, tp)
+		}
+	}
+}
+
+// dropQueueLocked forgets p's queued batches, except, if keepSent, those
+// up to the last one in flight: their answers still move progress.
+func (pl *Pipeline) dropQueueLocked(p *partition, keepSent bool) {
+	keep := 0
+	if keepSent {
+		for i, b := range p.queue {
+			if b.state != stUnsent {
+				keep = i + 1
+			}
+		}
+	}
+	for _, b := range p.queue[keep:] {
+		p.queued -= int64(len(b.raw))
+		pl.buffered -= int64(len(b.raw))
+	}
+	clear(p.queue[keep:])
+	p.queue = p.queue[:keep]
+}
+
+// Positions returns, for every assigned partition with progress, the last
+// source offset that is safely on the target.
+func (pl *Pipeline) Positions() map[progress.TP]int64 {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	out := make(map[progress.TP]int64, len(pl.parts))
+	for tp, p := range pl.parts {
+		if off, ok := p.Position(); ok {
+			out[tp] = off
+		}
+	}
+	return out
+}
+
+// Commit saves the progress of every partition and publishes the offset
+// syncs that were held back.
+func (pl *Pipeline) Commit(ctx context.Context) error {
+	return pl.Save(ctx, pl.Positions())
+}
+
+// outOfRange handles a fetch position that is not in the source log: the
+// records between it and the log start are gone and are reported, never
+// skipped silently.
+func (pl *Pipeline) outOfRange(ctx context.Context, p *partition) {
+	lr, ok := pl.ListRange(ctx, p.tp)
+	if !ok {
+		return
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	p.outOfRange = false
+	want := p.next
+	resume := pl.AfterGap(p.tp, want, lr)
+	if resume != want {
+		p.next = resume
+		p.gen++
+		pl.skipLocked(p, resume-1)
+		if resume < want {
+			// The log restarted below what was done: progress follows it.
+			p.Restart(resume)
+		}
+	}
+}
+
+// skipLocked marks source offsets up to off as handled without a record
+// on the target: at once if nothing is queued, else with the last queued
+// batch.
+func (pl *Pipeline) skipLocked(p *partition, off int64) {
+	if n := len(p.queue); n > 0 {
+		p.queue[n-1].advanceTo = max(p.queue[n-1].advanceTo, off)
+		return
+	}
+	p.Skip(off)
+}
+
+// stopLocked stops p for good after an error that needs a person.
+func (pl *Pipeline) stopLocked(p *partition, err error) {
+	offset := p.Done + 1
+	var tl *errTooLarge
+	if errors.As(err, &tl) {
+		offset = tl.offset
+	} else if len(p.queue) > 0 {
+		offset = p.queue[0].first
+	}
+	p.stopped, p.lastErr = true, err
+	pl.dropQueueLocked(p, false)
+	pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), "true").Inc()
+	pl.cfg.Log.Error("partition stopped: the record cannot be written to the target; fix the cause and restart kmirror",
+		"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", offset, "remote", p.remote, "err", err)
+}

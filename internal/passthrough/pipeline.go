@@ -1,0 +1,436 @@
+// Package passthrough is kmirror's fast data path: it forwards the record
+// batches of assigned source partitions to the same partition of their
+// remote topics as they are, without decompressing or recompressing them.
+// Only the header fields the target needs are rewritten: producer ID,
+// epoch and base sequence of kmirror's idempotent producer, the cleared
+// transactional bit, and the CRC.
+//
+// The franz-go clients serve as transport and metadata only: fetches
+// (read_committed, filtered here as Kafka's consumer does), produces
+// (idempotent, acks=all, up to five batches of a partition in flight, each
+// in its own request) and InitProducerID are raw kmsg requests, one per
+// broker for all its partitions.
+//
+// A batch that cannot go out as it is (message format v0/v1,
+// LogAppendTime, holes in its offsets, larger than the target accepts, a
+// flow that adds the provenance header, or one that starts before the
+// resume offset) is decoded and re-encoded with the same codec.
+//
+// A Pipeline is a datapath.Engine, as the record path (internal/replicate)
+// is: the same meaning of progress and the same offset syncs.
+package passthrough
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/offsetsync"
+	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/throttle"
+)
+
+// Defaults of the tuning fields of Config.
+const (
+	DefaultFetchMaxBytes = 16 << 20
+	// DefaultPartitionMaxBytes is the least a partition may fill of a
+	// fetch when Config.PartitionMaxBytes is not set; the share grows to
+	// FetchMaxBytes divided by the partitions fetched from the broker, up
+	// to MaxAutoPartitionBytes, so that few partitions over a long round
+	// trip are not bound to 1 MiB per round trip.
+	DefaultPartitionMaxBytes = 1 << 20
+	MaxAutoPartitionBytes    = 16 << 20
+	DefaultBufferBytes       = 64 << 20
+	DefaultFetchMaxWait      = 500 * time.Millisecond
+	// defaultMaxMessageBytes is Kafka's default max.message.bytes, used
+	// until the target topic's own value is known.
+	defaultMaxMessageBytes = 1048588
+	// produceMaxBytes bounds the batches of one produce request.
+	produceMaxBytes = 8 << 20
+	// brokerInflight bounds the produce requests in flight per broker.
+	brokerInflight = 5
+	// partInflight bounds the batches of one partition in flight: Kafka
+	// keeps the last five batches of an idempotent producer per partition
+	// to recognize a resent one (max.in.flight.requests.per.connection <= 5).
+	partInflight = 5
+	// producerStateTTL is how long after its last acknowledgement a
+	// partition's producer state is trusted to be on the target (Kafka
+	// keeps it producer.id.expiration.ms, one day by default).
+	producerStateTTL = time.Hour
+)
+
+// Config is what a Pipeline needs.
+type Config struct {
+	SourceAlias, TargetAlias string
+	// Source is any client of the source cluster; only its connections
+	// and metadata are used.
+	Source *kgo.Client
+	// MoreSources are further clients of the source cluster. Each adds a
+	// fetch in flight per source broker on its own connection (a broker
+	// answers the requests of one connection one at a time), for the
+	// share of the partitions whose lane it is: over a long round trip
+	// one fetch at a time leaves the link idle while a request travels.
+	MoreSources []*kgo.Client
+	// SourceAdmin lists offsets and reads source metadata.
+	SourceAdmin *kadm.Client
+	// Target is any client of the target cluster; only its connections
+	// and metadata are used.
+	Target *kgo.Client
+	// TargetAdmin reads target metadata and topic configs; nil means
+	// kadm.NewClient(Target).
+	TargetAdmin *kadm.Client
+	Progress    *progress.Store
+	// Syncs receives every acknowledged (upstream, downstream) pair; nil
+	// disables offset syncs.
+	Syncs *offsetsync.Writer
+	// StartAtEnd starts partitions without progress at the log end.
+	StartAtEnd bool
+	// Throttle bounds the bytes per second sent to the target; nil is no
+	// limit.
+	Throttle *throttle.Limiter
+	// AddOrigin writes datapath.OriginHeader on records that lack it and
+	// drops records that came from the target. It forces every batch
+	// through decode and re-encode.
+	AddOrigin bool
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+
+	// FetchMaxBytes bounds one fetch response, PartitionMaxBytes one
+	// partition of it, BufferBytes what is fetched and not yet
+	// acknowledged by the target. Zero means the default; for
+	// PartitionMaxBytes that is FetchMaxBytes shared by the partitions of
+	// a fetch, between DefaultPartitionMaxBytes and MaxAutoPartitionBytes.
+	FetchMaxBytes, PartitionMaxBytes int32
+	BufferBytes                      int64
+	FetchMaxWait                     time.Duration
+}
+
+// Pipeline runs the passthrough path of one flow.
+type Pipeline struct {
+	datapath.Core
+	cfg      Config
+	autoPart bool // PartitionMaxBytes adapts to the partitions per fetch
+	tadm     *kadm.Client
+	dec      kgo.Decompressor
+	enc      *encoder
+	wakeC    chan struct{}
+	wg       sync.WaitGroup
+
+	mu        sync.Mutex
+	parts     map[progress.TP]*partition
+	pid       int64 // -1 until InitProducerID answered
+	epoch     int16
+	needPID   bool
+	needMeta  bool
+	lastMeta  time.Time
+	sources   []*kgo.Client // Source, then MoreSources: one per lane
+	fetching  map[lane]bool // lanes with a fetch in flight
+	fetchesIn int
+	producing map[int32]int // target brokers: produce requests in flight
+	produceIn int
+	// issued is, per target broker, closed once the last produce request
+	// issued to it is queued in franz-go: the next waits for it, so
+	// requests reach a broker in the order they were built.
+	issued   map[int32]chan struct{}
+	buffered int64 // bytes of queued batches
+	stats    stats
+}
+
+// stats count what tests want to know happened; pl.mu guards them.
+type stats struct {
+	maxInflight int // most batches of one partition in flight at once
+	laterErrs   int // errors on batches that were not the oldest unacknowledged
+	pids        int // producer IDs obtained
+}
+
+// New returns a Pipeline; call Run to start it.
+func New(cfg Config) *Pipeline {
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	auto := cfg.PartitionMaxBytes <= 0
+	if auto {
+		cfg.PartitionMaxBytes = DefaultPartitionMaxBytes
+	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = DefaultBufferBytes
+	}
+	if cfg.FetchMaxWait <= 0 {
+		cfg.FetchMaxWait = DefaultFetchMaxWait
+	}
+	tadm := cfg.TargetAdmin
+	if tadm == nil {
+		tadm = kadm.NewClient(cfg.Target)
+	}
+	return &Pipeline{
+		Core: datapath.Core{
+			SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias, SourceAdmin: cfg.SourceAdmin,
+			Progress: cfg.Progress, Syncs: cfg.Syncs, Metrics: cfg.Metrics, Log: cfg.Log,
+		},
+		cfg:       cfg,
+		autoPart:  auto,
+		issued:    make(map[int32]chan struct{}),
+		tadm:      tadm,
+		dec:       kgo.DefaultDecompressor(),
+		enc:       newEncoder(),
+		wakeC:     make(chan struct{}, 1),
+		parts:     make(map[progress.TP]*partition),
+		pid:       -1,
+		sources:   append([]*kgo.Client{cfg.Source}, cfg.MoreSources...),
+		fetching:  make(map[lane]bool),
+		producing: make(map[int32]int),
+	}
+}
+
+func (pl *Pipeline) wake() {
+	select {
+	case pl.wakeC <- struct{}{}:
+	default:
+	}
+}
+
+// Run fetches from the source and produces to the target until ctx ends,
+// then stops fetching, waits up to drain for the fetched batches to reach
+// the target, and saves progress one last time.
+func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
+	// Produce requests have their own context, so that stopping lets
+	// fetched batches reach the target.
+	pctx, pcancel := context.WithCancel(context.Background())
+	defer pcancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		pl.maintain(ctx)
+		pl.startFetches(ctx)
+		pl.startProduces(pctx)
+		select {
+		case <-ctx.Done():
+		case <-pl.wakeC:
+		case <-tick.C:
+		}
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	var drainErr error
+	for !pl.idle() {
+		pl.maintain(dctx)
+		pl.startProduces(pctx)
+		select {
+		case <-dctx.Done():
+			drainErr = fmt.Errorf("waiting for batches in flight: %w", dctx.Err())
+		case <-pl.wakeC:
+		case <-tick.C:
+		}
+		if drainErr != nil {
+			break
+		}
+	}
+	pcancel()
+	pl.wg.Wait()
+	cctx, ccancel := context.WithTimeout(context.Background(), max(drain/2, 5*time.Second))
+	defer ccancel()
+	return errors.Join(drainErr, pl.Commit(cctx))
+}
+
+// idle reports whether nothing is in flight and nothing waits to be sent.
+func (pl *Pipeline) idle() bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.produceIn > 0 {
+		return false
+	}
+	for _, p := range pl.parts {
+		if len(p.queue) > 0 && !p.stopped && !p.revoked {
+			return false
+		}
+	}
+	return true
+}
+
+// maintain does what the request loops need first: a producer ID,
+// metadata, start offsets, recovery from out-of-range fetches.
+func (pl *Pipeline) maintain(ctx context.Context) {
+	pl.mu.Lock()
+	needPID := (pl.pid < 0 || pl.needPID) && pl.produceIn == 0
+	needMeta := pl.needMeta || time.Since(pl.lastMeta) > 30*time.Second
+	var resolve, oor []*partition
+	for _, p := range pl.parts {
+		switch {
+		case p.stopped || p.revoked:
+		case p.next < 0:
+			resolve = append(resolve, p)
+		case p.outOfRange:
+			oor = append(oor, p)
+		}
+	}
+	pl.mu.Unlock()
+	if needPID {
+		pl.initProducerID(ctx)
+	}
+	if needMeta {
+		pl.refreshMetadata(ctx)
+	}
+	if len(resolve) > 0 {
+		pl.resolveStarts(ctx, resolve)
+	}
+	for _, p := range oor {
+		pl.outOfRange(ctx, p)
+	}
+}
+
+func (pl *Pipeline) initProducerID(ctx context.Context) {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionTimeoutMillis = 60000
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(rctx, pl.cfg.Target)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			pl.cfg.Log.Warn("passthrough: cannot get a producer ID from the target; retrying", "err", err)
+		}
+		return
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.pid, pl.epoch, pl.needPID = resp.ProducerID, resp.ProducerEpoch, false
+	pl.stats.pids++
+	for _, p := range pl.parts {
+		p.seq, p.renumber = 0, false
+		for _, b := range p.queue {
+			if b.state != stAcked {
+				b.seqSet = false
+			}
+		}
+	}
+	pl.cfg.Log.Debug("passthrough producer ID", "id", resp.ProducerID, "epoch", resp.ProducerEpoch)
+}
+
+// refreshMetadata learns leaders, leader epochs and topic IDs on both
+// sides and the target topics' max.message.bytes.
+func (pl *Pipeline) refreshMetadata(ctx context.Context) {
+	pl.mu.Lock()
+	pl.needMeta = false
+	pl.lastMeta = time.Now()
+	srcSet, dstSet := map[string]bool{}, map[string]bool{}
+	for _, p := range pl.parts {
+		srcSet[p.tp.Topic], dstSet[p.remote] = true, true
+	}
+	pl.mu.Unlock()
+	if len(srcSet) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	src, err1 := pl.cfg.SourceAdmin.Metadata(rctx, keys(srcSet)...)
+	dst, err2 := pl.tadm.Metadata(rctx, keys(dstSet)...)
+	cfgs, err3 := pl.tadm.DescribeTopicConfigs(rctx, keys(dstSet)...)
+	if err := errors.Join(err1, err2); err != nil {
+		if ctx.Err() == nil {
+			pl.cfg.Log.Warn("passthrough: metadata refresh failed; retrying", "err", err)
+		}
+		pl.mu.Lock()
+		pl.needMeta = true
+		pl.mu.Unlock()
+		return
+	}
+	maxBytes := map[string]int{}
+	if err3 == nil {
+		for _, rc := range cfgs {
+			for _, c := range rc.Configs {
+				if c.Key == "max.message.bytes" {
+					if n, err := strconv.Atoi(c.MaybeValue()); err == nil && n > headerSize {
+						maxBytes[rc.Name] = n
+					}
+				}
+			}
+		}
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, p := range pl.parts {
+		p.srcLeader, p.tgtLeader = -1, -1
+		if t, ok := src.Topics[p.tp.Topic]; ok && t.Err == nil {
+			p.srcID = t.ID
+			if d, ok := t.Partitions[p.tp.Partition]; ok && d.Err == nil {
+				p.srcLeader, p.srcEpoch = d.Leader, d.LeaderEpoch
+			}
+		}
+		if t, ok := dst.Topics[p.remote]; ok && t.Err == nil {
+			p.tgtID = t.ID
+			if d, ok := t.Partitions[p.tp.Partition]; ok && d.Err == nil {
+				p.tgtLeader = d.Leader
+			}
+		}
+		if n, ok := maxBytes[p.remote]; ok {
+			p.maxBytes = n
+		}
+		if p.srcLeader < 0 || p.tgtLeader < 0 {
+			pl.needMeta = true // try again soon
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// resolveStarts sets the fetch position of partitions without progress:
+// the log start, or end with StartAtEnd (but for rewound partitions).
+func (pl *Pipeline) resolveStarts(ctx context.Context, ps []*partition) {
+	var starts, ends []*partition
+	for _, p := range ps {
+		if pl.cfg.StartAtEnd && !p.fromStart {
+			ends = append(ends, p)
+		} else {
+			starts = append(starts, p)
+		}
+	}
+	pl.resolve(ctx, starts, pl.cfg.SourceAdmin.ListStartOffsets)
+	pl.resolve(ctx, ends, pl.cfg.SourceAdmin.ListEndOffsets)
+}
+
+// resolve sets the fetch position of ps to the offsets list returns.
+func (pl *Pipeline) resolve(ctx context.Context, ps []*partition, list func(context.Context, ...string) (kadm.ListedOffsets, error)) {
+	if len(ps) == 0 {
+		return
+	}
+	topics := map[string]bool{}
+	for _, p := range ps {
+		topics[p.tp.Topic] = true
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	offs, err := list(rctx, keys(topics)...)
+	if err != nil {
+		if ctx.Err() == nil {
+			pl.cfg.Log.Warn("passthrough: cannot list start offsets; retrying", "err", err)
+		}
+		return
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, p := range ps {
+		if o, ok := offs.Lookup(p.tp.Topic, p.tp.Partition); ok && o.Err == nil && p.next < 0 {
+			p.next = o.Offset
+			p.gen++
+		}
+	}
+}

@@ -1,0 +1,386 @@
+package passthrough
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/progress"
+)
+
+// sending is one partition's batch in a produce request.
+type sending struct {
+	p     *partition
+	b     *outBatch
+	pid   int64
+	epoch int16
+	seq   int32
+	tgtID [16]byte // p.tgtID when built: metadata refreshes change p's
+}
+
+// startProduces sends the batches of every partition that are not yet in
+// flight, up to partInflight per partition, in produce requests of at most
+// one batch per partition each (Kafka's rule), up to brokerInflight
+// requests per target broker. A partition's batches go in successive
+// requests, which reach the broker in the order they are built.
+func (pl *Pipeline) startProduces(ctx context.Context) {
+	pl.mu.Lock()
+	if pl.pid < 0 || pl.needPID {
+		pl.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	type building struct {
+		ss   []*sending
+		size int
+	}
+	byBroker := map[int32][]*building{}
+	for _, p := range pl.parts {
+		if p.stopAfter != nil && len(p.queue) == 0 && p.inflight == 0 && !p.stopped {
+			pl.stopLocked(p, p.stopAfter)
+		}
+		if p.stopped || p.revoked || p.blocked || p.inflight >= partInflight || len(p.queue) == 0 || p.tgtLeader < 0 || now.Before(p.retryAt) {
+			continue
+		}
+		br := p.tgtLeader
+		reqs := byBroker[br]
+		at := 0 // the request this partition's next batch may join
+		limit := partInflight
+		if p.ackPID != pl.pid || now.Sub(p.ackAt) > producerStateTTL {
+			limit = 1
+		}
+		for _, b := range p.queue {
+			if p.inflight >= limit {
+				break
+			}
+			if b.state != stUnsent {
+				continue
+			}
+			for at < len(reqs) && reqs[at].size > 0 && reqs[at].size+len(b.raw) > produceMaxBytes {
+				at++
+			}
+			if at == len(reqs) {
+				if pl.producing[br]+len(reqs) >= brokerInflight {
+					break
+				}
+				reqs = append(reqs, &building{})
+			}
+			if !b.seqSet {
+				b.seq, b.seqSet = p.seq, true
+				p.seq = addSeq(p.seq, b.count)
+			}
+			b.state = stSending
+			p.inflight++
+			pl.stats.maxInflight = max(pl.stats.maxInflight, p.inflight)
+			reqs[at].size += len(b.raw)
+			reqs[at].ss = append(reqs[at].ss, &sending{p: p, b: b, pid: pl.pid, epoch: pl.epoch, seq: b.seq, tgtID: p.tgtID})
+			at++
+		}
+		byBroker[br] = reqs
+	}
+	for br, reqs := range byBroker {
+		for _, r := range reqs {
+			prev := pl.issued[br]
+			next := make(chan struct{})
+			pl.issued[br] = next
+			pl.producing[br]++
+			pl.produceIn++
+			pl.wg.Add(1)
+			go pl.produce(ctx, br, r.ss, prev, next)
+		}
+	}
+	pl.mu.Unlock()
+}
+
+// addSeq advances a sequence number by n; sequences wrap to 0 after the
+// largest int32, as Kafka's do.
+func addSeq(seq, n int32) int32 {
+	s := int64(seq) + int64(n)
+	if s > 1<<31-1 {
+		s -= 1 << 31
+	}
+	return int32(s)
+}
+
+// produceRequest is a produce request whose serialization grows the
+// destination once to the request's size, instead of letting each
+// appended batch grow it by doubling and copying. It also reports when
+// franz-go serializes it: then it is next on the broker's connection.
+// Only the type differs for franz-go, which then leaves acks as set here
+// (always all: the producer is idempotent).
+type produceRequest struct {
+	*kmsg.ProduceRequest
+	size   int
+	queued func()
+}
+
+func (r *produceRequest) AppendTo(dst []byte) []byte {
+	r.queued()
+	if cap(dst)-len(dst) < r.size {
+		dst = slices.Grow(dst, r.size)
+	}
+	return r.ProduceRequest.AppendTo(dst)
+}
+
+// produce sends one request of batches to a target broker and handles the
+// answer of each partition. It issues the request once the one issued
+// before it to the broker is queued (prev is closed), and closes next once
+// its own is.
+func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending, prev <-chan struct{}, next chan struct{}) {
+	defer pl.wg.Done()
+	var once sync.Once
+	queued := func() { once.Do(func() { close(next) }) }
+	defer queued()
+	n := 0
+	for _, sd := range ss {
+		n += len(sd.b.raw)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 30000
+	size := 64
+	byTopic := map[string]int{}
+	for _, s := range ss {
+		// Only this request touches the batch while it is in flight.
+		if err := stamp(s.b.raw, s.pid, s.epoch, s.seq); err != nil {
+			panic(err) // the batch was parsed before it was queued
+		}
+		i, ok := byTopic[s.p.remote]
+		if !ok {
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic, t.TopicID = s.p.remote, s.tgtID
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			byTopic[s.p.remote] = i
+			size += 32 + len(t.Topic)
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = s.p.tp.Partition
+		rp.Records = s.b.raw
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		size += 16 + len(s.b.raw)
+	}
+	if prev != nil {
+		<-prev // closed at the latest when that request returns
+	}
+	_ = pl.cfg.Throttle.Wait(ctx, n) // on ctx's end the request fails and is retried
+	resp, err := pl.cfg.Target.Broker(int(broker)).Request(ctx, &produceRequest{ProduceRequest: req, size: size, queued: queued})
+	queued()
+	var results map[progress.TP]*kmsg.ProduceResponseTopicPartition
+	if err == nil {
+		pr := resp.(*kmsg.ProduceResponse)
+		results = make(map[progress.TP]*kmsg.ProduceResponseTopicPartition, len(ss))
+		for i := range pr.Topics {
+			t := &pr.Topics[i]
+			name := t.Topic
+			if name == "" {
+				for _, rt := range req.Topics {
+					if rt.TopicID == t.TopicID {
+						name = rt.Topic
+					}
+				}
+			}
+			for j := range t.Partitions {
+				results[progress.TP{Topic: name, Partition: t.Partitions[j].Partition}] = &t.Partitions[j]
+			}
+		}
+	}
+	for _, s := range ss {
+		rerr := err
+		var rp *kmsg.ProduceResponseTopicPartition
+		if rerr == nil {
+			rp = results[progress.TP{Topic: s.p.remote, Partition: s.p.tp.Partition}]
+			if rp == nil {
+				rerr = errors.New("partition missing from the produce response")
+			} else {
+				rerr = kerr.ErrorForCode(rp.ErrorCode)
+			}
+		}
+		pl.produced(s, rp, rerr)
+	}
+	pl.mu.Lock()
+	pl.producing[broker]--
+	pl.produceIn--
+	pl.mu.Unlock()
+	pl.wake()
+}
+
+// pidErrs mean the target lost or refused this producer's state: a new
+// producer ID starts every partition's sequence at 0 again. The first two
+// mean that only on the oldest unacknowledged batch of a partition: on a
+// later one they mean an earlier batch did not arrive (yet).
+var pidErrs = []error{kerr.OutOfOrderSequenceNumber, kerr.UnknownProducerID, kerr.InvalidProducerEpoch, kerr.InvalidProducerIDMapping, kerr.ProducerFenced}
+
+// headOnlyPIDErrs are the pidErrs that count only on the oldest batch.
+var headOnlyPIDErrs = pidErrs[:2]
+
+// metaErrs mean the partition's leader moved.
+var metaErrs = []error{kerr.NotLeaderForPartition, kerr.LeaderNotAvailable, kerr.UnknownTopicOrPartition, kerr.FencedLeaderEpoch, kerr.KafkaStorageError, kerr.UnknownTopicID, kerr.InconsistentTopicID}
+
+// produced handles the target's answer for one partition's batch.
+// Acknowledgements may arrive out of order; progress, metrics and offset
+// syncs follow the queue's order. An error on a batch that is not the
+// oldest unacknowledged one only blocks the partition: once all its
+// batches in flight have answered, the unacknowledged ones are sent again
+// with the same sequences, and the target answers those it already has as
+// duplicates.
+func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition, err error) {
+	p, b := s.p, s.b
+	var done []*outBatch
+	pl.mu.Lock()
+	idx := slices.Index(p.queue, b)
+	switch {
+	case idx < 0 || b.state != stSending:
+		// The partition was stopped meanwhile.
+	case err == nil || errors.Is(err, kerr.DuplicateSequenceNumber):
+		b.state, b.dstBase = stAcked, -1
+		if s.pid == pl.pid {
+			p.ackPID, p.ackAt = s.pid, time.Now()
+		}
+		if err == nil && rp.BaseOffset >= 0 {
+			b.dstBase = rp.BaseOffset
+		}
+		for len(p.queue) > 0 && p.queue[0].state == stAcked {
+			h := p.queue[0]
+			p.queue[0] = nil
+			p.queue = p.queue[1:]
+			p.queued -= int64(len(h.raw))
+			pl.buffered -= int64(len(h.raw))
+			p.Done = max(p.Done, h.last, h.advanceTo)
+			p.retries, p.lastErr = 0, nil
+			done = append(done, h)
+			if pl.cfg.Syncs != nil && h.dstBase >= 0 {
+				p.syncq = append(p.syncq, syncAck{b: h, base: h.dstBase})
+			}
+		}
+	case idx == 0 && datapath.Classify(err) == datapath.TooLarge:
+		b.state = stUnsent
+		if b.count == 1 {
+			pl.stopLocked(p, fmt.Errorf("record at source offset %d: %w", b.first, err))
+			break
+		}
+		// The target refused the whole batch: send its records one
+		// at a time, to copy those before a large one and stop at it.
+		singles, derr := pl.singles(p, b)
+		if derr != nil {
+			pl.stopLocked(p, derr)
+			break
+		}
+		// Nothing after b was accepted: the sequences go again from b's.
+		p.blocked, p.renumber, p.seqFrom = true, true, b.seq
+		p.queue = append(singles, p.queue[1:]...)
+		for _, n := range singles {
+			p.queued += int64(len(n.raw))
+			pl.buffered += int64(len(n.raw))
+		}
+		p.queued -= int64(len(b.raw))
+		pl.buffered -= int64(len(b.raw))
+		pl.cfg.Log.Warn("target refused a batch as too large; sending its records one at a time", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", b.first, "err", err)
+	case idx == 0 && datapath.Classify(err) == datapath.Fatal:
+		b.state = stUnsent
+		pl.stopLocked(p, err)
+	default:
+		// A retriable error, or one that counts only on the oldest
+		// batch: send again once the partition's batches in flight
+		// have answered.
+		b.state = stUnsent
+		p.blocked = true
+		if idx > 0 {
+			pl.stats.laterErrs++
+		}
+		if datapath.IsAny(err, pidErrs) && (idx == 0 || !datapath.IsAny(err, headOnlyPIDErrs)) {
+			pl.needPID = true
+		}
+		if datapath.IsAny(err, metaErrs) || rp == nil {
+			pl.needMeta = true
+		}
+		p.lastErr = err
+		if idx == 0 || !datapath.IsAny(err, headOnlyPIDErrs) {
+			p.retries++
+			p.retryAt = time.Now().Add(min(time.Duration(p.retries)*100*time.Millisecond, time.Second))
+			if p.retries == 1 || p.retries%20 == 0 {
+				fatal := false
+				pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), strconv.FormatBool(fatal)).Inc()
+				pl.cfg.Log.Warn("passthrough: produce failed; retrying from the oldest unacknowledged batch", "topic", p.tp.Topic, "partition", p.tp.Partition, "offset", b.first, "retries", p.retries, "err", err)
+			}
+		}
+	}
+	syncs := len(p.syncq) > 0
+	pl.mu.Unlock()
+
+	if len(done) > 0 {
+		now := time.Now().UnixMilli()
+		var recs, bytes int64
+		var maxTS int64
+		for _, h := range done {
+			recs += int64(h.count)
+			bytes += int64(len(h.raw))
+			maxTS = max(maxTS, h.maxTS)
+		}
+		pl.Acked(recs)
+		p.recordCount.Add(float64(recs))
+		p.byteCount.Add(float64(bytes))
+		p.recordAge.Set(float64(now - maxTS))
+		p.latency.Set(float64(now - maxTS))
+	}
+	if syncs {
+		// Whoever takes the queue under syncMu hands it on in order.
+		p.syncMu.Lock()
+		pl.mu.Lock()
+		q := p.syncq
+		p.syncq = nil
+		pl.mu.Unlock()
+		for _, a := range q {
+			for i := range int(a.b.count) {
+				pl.cfg.Syncs.Acked(p.tp.Topic, p.tp.Partition, a.b.offset(i), a.base+int64(i))
+			}
+		}
+		p.syncMu.Unlock()
+	}
+
+	pl.mu.Lock()
+	p.inflight--
+	if p.inflight == 0 && p.blocked {
+		p.blocked = false
+		if p.renumber {
+			p.renumber = false
+			p.seq = p.seqFrom
+			for _, q := range p.queue {
+				q.seqSet = false
+			}
+		}
+	}
+	pl.mu.Unlock()
+}
+
+// singles re-encodes the records of b one per batch.
+func (pl *Pipeline) singles(p *partition, b *outBatch) ([]*outBatch, error) {
+	recs, err := decode(b.raw, 0, p.tp.Topic, p.tp.Partition, pl.dec)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) != int(b.count) {
+		return nil, fmt.Errorf("batch at source offset %d holds %d records, decoded %d", b.first, b.count, len(recs))
+	}
+	codec := kgo.CompressionCodecType(b.raw[attrsAt+1] & attrCodec)
+	out := make([]*outBatch, 0, len(recs))
+	for i, r := range recs {
+		raw, err := pl.enc.batch([]*kgo.Record{r}, codec)
+		if err != nil {
+			return nil, err
+		}
+		src := b.offset(i)
+		out = append(out, &outBatch{raw: raw, first: src, last: src, count: 1, offsets: []int64{src}, maxTS: r.Timestamp.UnixMilli(), advanceTo: -1})
+	}
+	out[len(out)-1].advanceTo = max(b.last, b.advanceTo)
+	return out, nil
+}
