@@ -1,0 +1,260 @@
+package flow
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/clients"
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/offsetsync"
+	"github.com/kmirror/kmirror/internal/passthrough"
+	"github.com/kmirror/kmirror/internal/policy"
+	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/replicate"
+	"github.com/kmirror/kmirror/internal/throttle"
+	"github.com/kmirror/kmirror/internal/topicsync"
+)
+
+// running is the state of one Run of a flow.
+type running struct {
+	f *Flow
+	c *config.Flow
+
+	pol                policy.Policy
+	topics             *policy.Filter
+	exclude            *regexp.Regexp
+	srcAdm, tgtAdm     *kadm.Client
+	tgtConn            []kgo.Opt // target connection options, for readers
+	consumer, producer *kgo.Client
+	group              string // consumer group in group mode, or ""
+	hooks              *groupHooks
+	store              *progress.Store
+	rep                datapath.Engine
+	syncer             *topicsync.Syncer
+	assigned           map[progress.TP]bool // single mode: partitions handed to rep
+}
+
+// connect checks the settings the flow needs and that both clusters answer.
+func (r *running) connect(ctx context.Context) error {
+	f, c := r.f, r.c
+	r.pol, r.topics, r.exclude = c.Policy, c.TopicFilter, c.ConfigExclude
+	srcAdmCl, _, err := f.client("replication-source-admin", clients.Admin, c.SourceAdmin)
+	if err != nil {
+		return err
+	}
+	tgtAdmCl, tgtConn, err := f.client("replication-target-admin", clients.Admin, c.TargetAdmin)
+	if err != nil {
+		return err
+	}
+	r.srcAdm, r.tgtAdm, r.tgtConn = kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl), tgtConn
+	if err := reachable(ctx, r.srcAdm, c.Source); err != nil {
+		return err
+	}
+	return reachable(ctx, r.tgtAdm, c.Target)
+}
+
+// build makes the clients, the progress store, the offset-sync writer, the
+// data path and the topic syncer.
+func (r *running) build(ctx context.Context) error {
+	f, c := r.f, r.c
+	if v := c.SourceConsumer["isolation.level"]; v != "" && v != "read_committed" {
+		f.log.Warn("ignoring isolation.level: kmirror copies only committed records", "value", v)
+	}
+	startAtEnd := c.SourceConsumer["auto.offset.reset"] == "latest"
+	copts := []kgo.Opt{
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+	}
+	eos := c.ExactlyOnce
+	if c.Workers == config.Group {
+		r.group = c.WorkersGroupID
+	}
+	r.hooks = &groupHooks{remotes: make(map[string]string)}
+	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: startAtEnd, Log: f.log}
+	if r.group != "" {
+		if eos {
+			return fmt.Errorf("flow %s: exactly-once with several workers (%s) is not supported yet; run one worker per flow", c.Name(), config.WorkersKey)
+		}
+		copts = append(copts, r.hooks.options(r.group, c.SourceConsumer)...)
+		f.log.Info("workers share this flow through a consumer group on the source", "group", r.group)
+	}
+	var err error
+	if r.consumer, _, err = f.client("replication-consumer", clients.Consumer, c.SourceConsumer, copts...); err != nil {
+		return err
+	}
+	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
+	if eos {
+		popts = append(popts, kgo.TransactionalID(TransactionalID(c)))
+	}
+	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
+		return err
+	}
+	usePT, why := dataPathOf(c, eos, f.opts.AddOrigin)
+	if !usePT {
+		f.log.Info("record path: records are decoded and re-encoded", "because", why)
+	}
+	byCodec, err := f.codecProducers(eos || usePT, popts)
+	if err != nil {
+		return err
+	}
+	// Progress written outside the record path (revoked partitions,
+	// re-created topics) cannot use a transactional producer.
+	storeProducer := r.producer
+	if eos {
+		if storeProducer, _, err = f.client("progress-producer", clients.Producer, c.TargetProducer, kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
+			return err
+		}
+		f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", TransactionalID(c))
+	}
+	r.store, err = progress.Open(ctx, r.tgtAdm, r.tgtConn, storeProducer, progress.Options{
+		Topic:             c.OffsetStorageTopic,
+		Source:            c.Source,
+		Partitions:        c.OffsetStoragePartitions,
+		ReplicationFactor: c.OffsetStorageReplicationFactor,
+	}, f.log)
+	if err != nil {
+		return fmt.Errorf("flow %s: %w", c.Name(), err)
+	}
+	r.hooks.adapter.Progress = r.store
+	if err := r.seedFromGroup(ctx); err != nil {
+		return err
+	}
+	var syncs *offsetsync.Writer
+	if c.EmitOffsetSyncsEnabled {
+		if syncs, err = f.offsetSyncs(ctx, r.pol, r.srcAdm, r.tgtAdm); err != nil {
+			return err
+		}
+	}
+	limiter := throttle.New(c.ThrottleBytesPerSecond)
+	fetches := fetchesOf(c, usePT)
+	// More source clients, one per fetch lane after the first. The
+	// record path in group mode fetches with the group consumer alone.
+	var more []*kgo.Client
+	if usePT || r.group == "" {
+		for i := 1; i < fetches; i++ {
+			var o []kgo.Opt // passthrough: transport and metadata only
+			if !usePT {
+				o = copts // direct consumers like r.consumer (no group here)
+			}
+			cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer, o...)
+			if err != nil {
+				return err
+			}
+			more = append(more, cl)
+		}
+	}
+	if usePT {
+		f.log.Info("passthrough: source batches are forwarded without recompression", "fetches_per_broker", fetches)
+		pl := passthrough.New(passthrough.Config{
+			SourceAlias: c.Source, TargetAlias: c.Target,
+			Source: r.consumer, MoreSources: more, SourceAdmin: r.srcAdm,
+			Target: r.producer, TargetAdmin: r.tgtAdm,
+			Progress: r.store, Syncs: syncs,
+			StartAtEnd: startAtEnd,
+			Throttle:   limiter,
+			Metrics:    f.m, Log: f.log,
+			// The source consumer's Java fetch keys, as on the record
+			// path; unset ones keep passthrough's defaults.
+			FetchMaxBytes:     int32(positiveInt(c.SourceConsumer["fetch.max.bytes"])),
+			PartitionMaxBytes: int32(positiveInt(c.SourceConsumer["max.partition.fetch.bytes"])),
+			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
+		})
+		r.rep = pl
+		r.hooks.adapter.OwnFetches = true
+	} else {
+		r.rep = replicate.New(replicate.Config{
+			SourceAlias:   c.Source,
+			TargetAlias:   c.Target,
+			Source:        r.consumer,
+			MoreSources:   more,
+			SourceAdmin:   r.srcAdm,
+			Target:        r.producer,
+			ByCodec:       byCodec,
+			Progress:      r.store,
+			Syncs:         syncs,
+			StartAtEnd:    startAtEnd,
+			AddOrigin:     f.opts.AddOrigin,
+			Throttle:      limiter,
+			Transactional: eos,
+			Group:         r.group != "",
+			Metrics:       f.m,
+			Log:           f.log,
+		})
+	}
+	r.hooks.adapter.Engine = r.rep
+	r.syncer = &topicsync.Syncer{
+		Source:                r.srcAdm,
+		Target:                r.tgtAdm,
+		SourceAlias:           c.Source,
+		TargetAlias:           c.Target,
+		Policy:                r.pol,
+		Topics:                r.topics,
+		HeartbeatsReplication: c.HeartbeatsReplicationEnabled,
+		ReplicationFactor:     c.ReplicationFactor,
+		ConfigExclude:         r.exclude,
+		DefaultsFromSource:    c.Settings["use.defaults.from"] == "source",
+		Log:                   f.log,
+	}
+	return nil
+}
+
+// seedFromGroup gives partitions that have no progress yet the position of
+// a consumer group on the source (config.StartGroupKey): the records the group
+// had already consumed before are not copied, as MirrorMaker 1, which
+// replicated through such a group, would not have copied them again.
+func (r *running) seedFromGroup(ctx context.Context) error {
+	group := r.c.StartFromGroup
+	if group == "" {
+		return nil
+	}
+	// The group's coordinator may be loading or moving (a broker just
+	// started): retriable errors are waited out for a while.
+	var offs kadm.OffsetResponses
+	var err error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		offs, err = r.srcAdm.FetchOffsets(ctx, group)
+		if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("flow %s: reading the offsets of group %q on %s (%s): %w", r.c.Name(), group, r.c.Source, config.StartGroupKey, err)
+	}
+	seed := make(map[progress.TP]int64)
+	offs.Each(func(o kadm.OffsetResponse) {
+		tp := progress.TP{Topic: o.Topic, Partition: o.Partition}
+		if _, saved := r.store.Get(tp); o.Err == nil && o.At > 0 && !saved && r.topics.Match(o.Topic) {
+			seed[tp] = o.At - 1
+		}
+	})
+	if len(seed) == 0 {
+		return nil
+	}
+	if err := r.store.Save(ctx, seed); err != nil {
+		return err
+	}
+	r.f.log.Info("partitions without progress start where the consumer group stands", "group", group, "partitions", len(seed))
+	return nil
+}
+
+// positiveInt parses a client property already checked by internal/clients;
+// anything unset or not positive is 0 (the data path's default).
+func positiveInt(v string) int64 {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
