@@ -111,6 +111,8 @@ type Flow struct {
 	OffsetTranslation      OffsetTranslation // OffsetTranslationKey
 	OffsetIndexRetention   time.Duration     // OffsetIndexRetentionKey; 0: unset, -1 ms: no limit
 	MaxSyncsPerPartition   int               // MaxSyncsKey; 0: unset
+	StallTimeout           time.Duration     // StallTimeoutKey
+	LagThreshold           time.Duration     // LagThresholdKey
 	// ExactlyOnce: TARGET.exactly.once.source.support = enabled.
 	ExactlyOnce bool
 	// OffsetFlushInterval: offset.flush.interval.ms of the worker view,

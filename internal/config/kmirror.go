@@ -48,6 +48,13 @@ const (
 	// MaxSyncsKey is how many offset syncs are kept per partition (at
 	// least 4).
 	MaxSyncsKey = "kmirror.offset.translation.max.syncs.per.partition"
+	// StallTimeoutKey: a partition behind its source whose progress has
+	// not moved for this many milliseconds is stalled (status, metrics,
+	// /ready) and, with nothing in flight, restarted. LagThresholdKey: a
+	// partition whose oldest uncopied record is at least this old is
+	// lagging.
+	StallTimeoutKey = "kmirror.partition.stall.timeout.ms"
+	LagThresholdKey = "kmirror.partition.lag.threshold.ms"
 
 	RESTListenerKey = "kmirror.rest.listener" // host:port
 	RESTTokenKey    = "kmirror.rest.token"    // bearer token; use a config provider
@@ -66,7 +73,8 @@ const DefaultOffsetFlushInterval = time.Second
 
 var (
 	kmirrorFlowKeys = set(PassthroughKey, FetchesKey, WorkersKey, WorkersGroupIDKey, StartGroupKey,
-		ThrottleKey, ProvenanceKey, OffsetTranslationKey, OffsetIndexRetentionKey, MaxSyncsKey)
+		ThrottleKey, ProvenanceKey, OffsetTranslationKey, OffsetIndexRetentionKey, MaxSyncsKey,
+		StallTimeoutKey, LagThresholdKey)
 	kmirrorRESTKeys = set(RESTListenerKey, RESTTokenKey, RESTAuthKey, RESTCertKey, RESTKeyKey)
 )
 
@@ -199,6 +207,9 @@ func (b *builder) kmirror() {
 			f.MaxSyncsPerPartition = n
 		}
 	}
+	limit := int64(math.MaxInt64 / int64(time.Millisecond))
+	f.StallTimeout = time.Duration(b.integer(s, StallTimeoutKey, DefaultStallTimeout.Milliseconds(), 1, limit, "must be a positive number of milliseconds")) * time.Millisecond
+	f.LagThreshold = time.Duration(b.integer(s, LagThresholdKey, DefaultLagThreshold.Milliseconds(), 1, limit, "must be a positive number of milliseconds")) * time.Millisecond
 	f.ExactlyOnce = javaTrim(f.Worker["exactly.once.source.support"]) == "enabled"
 	f.OffsetFlushInterval = DefaultOffsetFlushInterval
 	if v, ok := f.Worker["offset.flush.interval.ms"]; ok {
@@ -208,6 +219,12 @@ func (b *builder) kmirror() {
 		}
 	}
 }
+
+// Defaults of StallTimeoutKey and LagThresholdKey.
+const (
+	DefaultStallTimeout = 60 * time.Second
+	DefaultLagThreshold = 30 * time.Second
+)
 
 // value returns key's trimmed value; an empty value counts as unset.
 func (b *builder) value(key string) (string, bool) {

@@ -70,9 +70,15 @@ type Parts interface {
 
 // Release is the Revoke sequence: mark tps revoked, wait for their sends in
 // flight, save their final progress (with save), forget their offset
-// syncs and delete them.
+// syncs and delete them. They are deleted even when waiting or saving
+// fails, so that a later Assign starts them afresh from their saved
+// progress instead of finding them still held.
 func (c *Core) Release(ctx context.Context, ps Parts, tps []progress.TP, save bool) error {
 	mine := ps.MarkRevoked(tps)
+	defer func() {
+		c.Forget(mine)
+		ps.Delete(mine)
+	}()
 	final := make(map[progress.TP]int64)
 	for _, tp := range mine {
 		if err := WaitIdle(ctx, func() bool { return ps.InFlight(tp) == 0 }); err != nil {
@@ -83,12 +89,8 @@ func (c *Core) Release(ctx context.Context, ps Parts, tps []progress.TP, save bo
 		}
 	}
 	if save {
-		if err := c.Progress.Save(ctx, final); err != nil {
-			return err
-		}
+		return c.Progress.Save(ctx, final)
 	}
-	c.Forget(mine)
-	ps.Delete(mine)
 	return nil
 }
 

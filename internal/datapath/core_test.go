@@ -268,3 +268,20 @@ func TestAcked(t *testing.T) {
 		t.Error("not paused")
 	}
 }
+
+// TestReleaseFailedStillDeletes: a Revoke whose wait ends with its context
+// still lets go of the partitions, so that a later Assign takes them again.
+func TestReleaseFailedStillDeletes(t *testing.T) {
+	a0 := progress.TP{Topic: "a", Partition: 0}
+	l0 := Ledger{Done: 10}
+	f := &fakeParts{parts: map[progress.TP]*Ledger{a0: &l0}, inflight: map[progress.TP]int{a0: 1 << 30}, revoked: map[progress.TP]bool{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	c := &Core{Progress: newStore(t)}
+	if err := c.Release(ctx, f, []progress.TP{a0}, true); err == nil {
+		t.Fatal("no error though records stayed in flight")
+	}
+	if len(f.parts) != 0 {
+		t.Errorf("partitions still held after a failed release: %v", f.parts)
+	}
+}

@@ -65,6 +65,10 @@ type Engine interface {
 	// Run copies until ctx ends, then waits up to drain for what is in
 	// flight and saves progress one last time.
 	Run(ctx context.Context, drain time.Duration) error
+	// Restart fetches tp again from its progress, as if just assigned,
+	// when nothing of it is in flight or fetched and waiting; it reports
+	// whether it did. Health's watchdog calls it for stalled partitions.
+	Restart(ctx context.Context, tp progress.TP) bool
 	// Status returns the state of every assigned partition, sorted.
 	Status() []PartitionStatus
 	// Pause stops fetching from the source; what is in flight still

@@ -10,8 +10,15 @@ type PartitionStatus struct {
 	// Done is the last source offset known to be on the target; -1 none.
 	Done     int64  `json:"done"`
 	InFlight int    `json:"in_flight"`
-	State    string `json:"state"` // running, paused, restarting, stopped
-	Error    string `json:"error,omitempty"`
+	// State is running, lagging, stalled, paused, restarting or stopped.
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	// SourceEnd is the source's last stable offset at the last health
+	// check (-1 unknown); Lag the records from Done to it; LagSeconds at
+	// least how long the oldest of them has waited (Health).
+	SourceEnd  int64   `json:"source_end"`
+	Lag        int64   `json:"lag"`
+	LagSeconds float64 `json:"lag_seconds"`
 }
 
 // States of a partition.
@@ -20,6 +27,10 @@ const (
 	Paused     = "paused"
 	Restarting = "restarting"
 	Stopped    = "stopped"
+	// Lagging and Stalled are named by Health: behind the source for
+	// long, or behind with no progress.
+	Lagging = "lagging"
+	Stalled = "stalled"
 )
 
 // StateOf names a partition's state; a stopped partition is stopped

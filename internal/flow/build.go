@@ -39,6 +39,7 @@ type running struct {
 	hooks              *groupHooks
 	store              *progress.Store
 	rep                datapath.Engine
+	health             *datapath.Health // watches rep's partitions
 	syncer             *topicsync.Syncer
 	assigned           map[progress.TP]bool // single mode: partitions handed to rep
 }
@@ -192,6 +193,10 @@ func (r *running) build(ctx context.Context) error {
 		})
 	}
 	r.hooks.adapter.Engine = r.rep
+	r.health = datapath.NewHealth(datapath.HealthConfig{
+		SourceAlias: c.Source, TargetAlias: c.Target, Admin: r.srcAdm,
+		StallAfter: c.StallTimeout, LagAfter: c.LagThreshold, Metrics: f.m,
+	}, r.rep, f.log)
 	r.syncer = &topicsync.Syncer{
 		Source:                r.srcAdm,
 		Target:                r.tgtAdm,

@@ -126,17 +126,21 @@ type Flow struct {
 
 	closers []func()
 
-	mu  sync.Mutex
-	rep datapath.Engine // set once Run has assigned partitions
+	mu     sync.Mutex
+	rep    datapath.Engine  // set once Run has assigned partitions
+	health *datapath.Health // with rep
 }
 
 // Partitions returns the state of the flow's partitions; nil before the
 // flow has started replicating.
 func (f *Flow) Partitions() []datapath.PartitionStatus {
-	if rep := f.replicator(); rep != nil {
-		return rep.Status()
+	f.mu.Lock()
+	rep, h := f.rep, f.health
+	f.mu.Unlock()
+	if rep == nil {
+		return nil
 	}
-	return nil
+	return h.Annotate(rep.Status())
 }
 
 // Pause stops fetching from the source until Resume; it reports whether
@@ -211,7 +215,7 @@ func (f *Flow) Run(ctx context.Context) error {
 		return fmt.Errorf("flow %s: %w", r.c.Name(), err)
 	}
 	f.mu.Lock()
-	f.rep = r.rep
+	f.rep, f.health = r.rep, r.health
 	f.mu.Unlock()
 	return r.run(ctx)
 }

@@ -121,6 +121,8 @@ func (r *running) run(ctx context.Context) error {
 			}
 		})
 	}()
+	side.Add(1)
+	go func() { defer side.Done(); r.health.Run(loops) }()
 	if c.RefreshTopicsEnabled && c.RefreshTopicsInterval > 0 {
 		go f.every(loops, c.RefreshTopicsInterval, func() {
 			if err := r.refresh(loops); err != nil && loops.Err() == nil {

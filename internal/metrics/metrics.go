@@ -26,6 +26,8 @@ type Metrics struct {
 
 	CheckpointLatencyMs *prometheus.GaugeVec
 	GroupOffsetsSynced  *prometheus.CounterVec
+
+	Health
 }
 
 var partLabels = []string{"source", "target", "topic", "partition"}
@@ -78,5 +80,6 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.RecordCount, m.ByteCount, m.RecordAgeMs, m.ReplicationLatencyMs,
 		m.RecordsLost, m.RecordsLooped, m.TopicsRecreated, m.PartitionErrors, m.OffsetSyncFailures, m.CorruptRecords,
 		m.CheckpointLatencyMs, m.GroupOffsetsSynced)
+	m.Health = newHealth(m.Registry)
 	return m
 }

@@ -192,13 +192,18 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 	if pl.Paused() {
 		return // fetched again from the same offset after Resume
 	}
-	items, next := pl.split(p, a, rp)
+	items, next, bad := pl.split(p, a, rp)
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if p.gen != a.gen || p.next != a.offset || p.stopped || p.revoked {
 		return // the position moved while this fetch was out
 	}
 	p.next = next
+	if bad != nil {
+		pl.badBatchLocked(p, next, bad)
+	} else {
+		p.badBatches = 0
+	}
 	for _, it := range items {
 		switch {
 		case it.batch != nil:
@@ -218,11 +223,11 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 
 // split parses the batches of one fetched partition: read_committed
 // filtering, batches to forward as they are, batches to re-encode. It
-// returns the items and the next offset to fetch.
-func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicPartition) ([]item, int64) {
+// returns the items, the next offset to fetch and, if a batch could not be
+// read (a CRC mismatch), why: what came before it still goes out.
+func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicPartition) (items []item, next int64, bad error) {
 	filter := newAbortFilter(rp.AbortedTransactions)
-	next := a.offset
-	var items []item
+	next = a.offset
 	for in := rp.RecordBatches; ; {
 		raw, rest, ok := nextBatch(in)
 		if !ok {
@@ -245,7 +250,7 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 		}
 		b, err := parseHeader(raw)
 		if err != nil {
-			pl.cfg.Log.Error("passthrough: unreadable source batch; fetching again", "topic", p.tp.Topic, "partition", p.tp.Partition, "offset", next, "err", err)
+			bad = err
 			break
 		}
 		last := lastOffset(&b)
@@ -271,7 +276,7 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 			break
 		}
 	}
-	return items, next
+	return items, next, bad
 }
 
 func beUint64(b []byte) uint64 {
@@ -319,4 +324,19 @@ func maxTimestamp(raw []byte) int64 {
 		return 0
 	}
 	return b.MaxTimestamp
+}
+
+// badBatchLocked backs p off after a source batch at offset failed its
+// check: fetched again after 100 ms, doubling up to 30 s, counted and shown
+// in status, logged at the first failures and then at every power of two.
+func (pl *Pipeline) badBatchLocked(p *partition, offset int64, err error) {
+	p.badBatches++
+	n := p.badBatches
+	p.retryAt = time.Now().Add(min(100*time.Millisecond<<min(n-1, 9), 30*time.Second))
+	p.lastErr = fmt.Errorf("source batch at offset %d: %w", offset, err)
+	pl.cfg.Metrics.SourceBatchErrors.With(p.labels).Inc()
+	if n&(n-1) == 0 {
+		pl.cfg.Log.Error("passthrough: unreadable source batch; fetching it again after a pause",
+			"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", offset, "failures", n, "retry_in", time.Until(p.retryAt).Round(time.Millisecond).String(), "err", err)
+	}
 }

@@ -490,3 +490,80 @@ func TestRewind(t *testing.T) {
 		}
 	}
 }
+
+// TestRestart stands for what the watchdog meets: a partition that does
+// not fetch (here it is marked as fetching by hand, as if a fetch never
+// answered) while its source holds records. Restart gets it copying from
+// its progress; the target holds every record once.
+func TestRestart(t *testing.T) {
+	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "A.t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srcCl.Close()
+	for i := range 80 {
+		if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: int32(i % 2), Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dstCl, store := openTarget(ctx, t, dst, 1)
+	tps := []progress.TP{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
+	if err := store.Save(ctx, map[progress.TP]int64{tps[0]: 9}); err != nil {
+		t.Fatal(err)
+	}
+	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: srcCl, SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
+		Progress: store, Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
+	pl.Assign([]datapath.Partition{{TP: tps[0], Remote: "A.t"}, {TP: tps[1], Remote: "A.t"}})
+	pl.mu.Lock()
+	pl.parts[tps[0]].fetching = true
+	pl.mu.Unlock()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- pl.Run(rctx, 10*time.Second) }()
+	waitPosition := func(tp progress.TP, want int64) {
+		t.Helper()
+		for pl.Positions()[tp] != want {
+			if ctx.Err() != nil {
+				t.Fatalf("%s at %d, want %d", tp, pl.Positions()[tp], want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitPosition(tps[1], 39)
+	time.Sleep(300 * time.Millisecond)
+	if got := pl.Positions()[tps[0]]; got != 9 {
+		t.Fatalf("%s at %d while not fetching, want 9", tps[0], got)
+	}
+	if pl.Restart(ctx, progress.TP{Topic: "gone", Partition: 0}) {
+		t.Error("Restart of a partition not assigned reported true")
+	}
+	if !pl.Restart(ctx, tps[0]) {
+		t.Fatal("Restart of an idle partition reported false")
+	}
+	waitPosition(tps[0], 39)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	o, err := kadm.NewClient(dstCl).ListEndOffsets(ctx, "A.t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	o.Each(func(l kadm.ListedOffset) { n += l.Offset })
+	if n != 70 { // p0 from offset 10
+		t.Errorf("target holds %d records, want 70", n)
+	}
+}

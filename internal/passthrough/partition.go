@@ -57,7 +57,9 @@ type partition struct {
 	seq      int32 // next base sequence under the current producer ID
 	retryAt  time.Time
 	retries  int
-	lastErr  error // the last produce error, or what stopped the partition
+	lastErr  error // the last produce or source batch error, or what stopped the partition
+	// badBatches counts the fetches in a row that held an unreadable batch.
+	badBatches int
 
 	lane                           int // index of the source client that fetches it
 	srcLeader, srcEpoch, tgtLeader int32
@@ -306,4 +308,29 @@ func (pl *Pipeline) stopLocked(p *partition, err error) {
 	pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), "true").Inc()
 	pl.cfg.Log.Error("partition stopped: the record cannot be written to the target; fix the cause and restart kmirror",
 		"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", offset, "remote", p.remote, "err", err)
+}
+
+// Restart fetches tp again from its progress when nothing of it is in
+// flight or queued, with its source leader looked up again.
+func (pl *Pipeline) Restart(_ context.Context, tp progress.TP) bool {
+	pl.mu.Lock()
+	p := pl.parts[tp]
+	if p == nil || p.revoked || p.stopped || p.stopAfter != nil || p.inflight > 0 || len(p.queue) > 0 {
+		pl.mu.Unlock()
+		return false
+	}
+	// A fetch still out is dropped when it answers; the lane it went on
+	// stays busy until then, so no second fetch of p overlaps it.
+	p.gen++
+	p.fetching = false
+	if pos, ok := p.Position(); ok {
+		p.next = pos + 1
+	}
+	p.outOfRange = false
+	p.retryAt = time.Time{}
+	p.srcLeader = -1
+	pl.needMeta = true
+	pl.mu.Unlock()
+	pl.wake()
+	return true
 }

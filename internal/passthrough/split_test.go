@@ -133,7 +133,10 @@ func TestSplit(t *testing.T) {
 			p := &partition{tp: progress.TP{Topic: "t", Partition: 0}}
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.RecordBatches, rp.AbortedTransactions = tc.in, tc.aborted
-			items, next := pl.split(p, fetchAsk{p: p, offset: tc.from, maxBytes: defaultMaxMessageBytes}, &rp)
+			items, next, bad := pl.split(p, fetchAsk{p: p, offset: tc.from, maxBytes: defaultMaxMessageBytes}, &rp)
+			if bad != nil {
+				t.Fatalf("split: %v", bad)
+			}
 			if next != tc.next {
 				t.Errorf("next fetch at %d, want %d", next, tc.next)
 			}
@@ -184,7 +187,10 @@ func TestSplitSkipsLoopedRecords(t *testing.T) {
 	p := &partition{tp: progress.TP{Topic: "t", Partition: 0}}
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.RecordBatches = sourceBatch(t, recs, kgo.CodecNone, 0, false)
-	items, next := pl.split(p, fetchAsk{p: p, offset: 0, maxBytes: defaultMaxMessageBytes}, &rp)
+	items, next, bad := pl.split(p, fetchAsk{p: p, offset: 0, maxBytes: defaultMaxMessageBytes}, &rp)
+	if bad != nil {
+		t.Fatalf("split: %v", bad)
+	}
 	if next != 4 || len(items) != 2 || items[0].batch == nil || items[1].skip != 3 {
 		t.Fatalf("next %d, items %+v; want one batch then a skip to 3", next, items)
 	}

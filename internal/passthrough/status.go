@@ -12,7 +12,7 @@ func (pl *Pipeline) Status() []datapath.PartitionStatus {
 			continue
 		}
 		st := datapath.PartitionStatus{Topic: p.tp.Topic, Partition: p.tp.Partition, Remote: p.remote, Done: p.Done, InFlight: p.inflight,
-			State: datapath.StateOf(p.stopped, p.retries > 0, paused)}
+			State: datapath.StateOf(p.stopped, p.retries > 0 || p.badBatches > 0, paused), SourceEnd: -1}
 		if p.lastErr != nil {
 			st.Error = p.lastErr.Error()
 		}

@@ -444,3 +444,69 @@ func TestReplicateRewind(t *testing.T) {
 		})
 	}
 }
+
+// TestReplicateRestart stands for what the watchdog meets: a partition
+// that stopped fetching (here its fetching is stopped by hand) while its
+// source grows. Restart gets it copying again from its progress, and the
+// target holds every record once.
+func TestReplicateRestart(t *testing.T) {
+	for _, group := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group=%v", group), func(t *testing.T) {
+			f := newFakePair(t)
+			f.topics(t, "rs", 2)
+			produce(t, f.srcOpts, "rs", 2, 0, 40)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			log := slog.New(slog.DiscardHandler)
+			dstAdm := kadm.NewClient(client(t, f.dstOpts))
+			producer := client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			store, err := progress.Open(ctx, dstAdm, f.dstOpts, producer, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: 1, ReplicationFactor: 1}, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tps := []progress.TP{{Topic: "rs", Partition: 0}, {Topic: "rs", Partition: 1}}
+			copts := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset())}
+			if group {
+				copts = append(copts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"rs": {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart()}}))
+			}
+			r := New(Config{SourceAlias: "A", TargetAlias: "B", Source: client(t, f.srcOpts, copts...), SourceAdmin: kadm.NewClient(client(t, f.srcOpts)),
+				Target: producer, Progress: store, Metrics: metrics.New(), Log: log, Group: group})
+			r.Assign([]datapath.Partition{{TP: tps[0], Remote: "A.rs"}, {TP: tps[1], Remote: "A.rs"}})
+			rctx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- r.Run(rctx, 10*time.Second) }()
+			waitPosition := func(tp progress.TP, want int64) {
+				t.Helper()
+				for r.Positions()[tp] != want {
+					if ctx.Err() != nil {
+						t.Fatalf("%s at %d, want %d", tp, r.Positions()[tp], want)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			waitPosition(tps[0], 19)
+			waitPosition(tps[1], 19)
+			r.stopFetching(tps[0])
+			produce(t, f.srcOpts, "rs", 2, 40, 80)
+			waitPosition(tps[1], 39)
+			time.Sleep(300 * time.Millisecond)
+			if got := r.Positions()[tps[0]]; got != 19 {
+				t.Fatalf("%s at %d while not fetching, want 19", tps[0], got)
+			}
+			if r.Restart(ctx, progress.TP{Topic: "gone", Partition: 0}) {
+				t.Error("Restart of a partition not assigned reported true")
+			}
+			if !r.Restart(ctx, tps[0]) {
+				t.Fatal("Restart of an idle partition reported false")
+			}
+			waitPosition(tps[0], 39)
+			stop()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := len(readAll(t, f.dstOpts, "A.rs")); got != 80 {
+				t.Errorf("target holds %d records, want 80", got)
+			}
+		})
+	}
+}

@@ -106,12 +106,45 @@ func (r *Replicator) resume(ctx context.Context, p *partition, from int64, err e
 			cl.ForceMetadataRefresh()
 		}
 	}
-	select {
-	case <-ctx.Done():
+	if delay <= 0 {
+		r.startFetching(p.tp, from)
 		return
-	case <-time.After(delay):
 	}
-	r.startFetching(p.tp, from)
+	// Later, without holding up the poll loop (and so the other
+	// partitions); a newer restart or rewind of p wins.
+	p.mu.Lock()
+	gen := p.gen
+	p.mu.Unlock()
+	time.AfterFunc(delay, func() {
+		p.mu.Lock()
+		current := p.gen == gen
+		p.mu.Unlock()
+		if current && ctx.Err() == nil && r.lookup(p.tp) == p {
+			r.startFetching(p.tp, from)
+		}
+	})
+}
+
+// Restart fetches tp again from its progress when nothing of it is in
+// flight.
+func (r *Replicator) Restart(ctx context.Context, tp progress.TP) bool {
+	p := r.lookup(tp)
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	busy := p.inflight > 0 || p.failed != nil || p.stopped
+	from := p.Done + 1
+	p.mu.Unlock()
+	if busy {
+		return false
+	}
+	r.stopFetching(tp)
+	if p.drain(ctx) != nil {
+		return false
+	}
+	r.resume(ctx, p, from, nil, 0)
+	return true
 }
 
 // stopFetching stops fetching tp until startFetching.

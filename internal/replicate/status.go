@@ -10,7 +10,7 @@ func (r *Replicator) Status() []datapath.PartitionStatus {
 	for _, p := range r.parts {
 		p.mu.Lock()
 		st := datapath.PartitionStatus{Topic: p.tp.Topic, Partition: p.tp.Partition, Remote: p.remote, Done: p.Done, InFlight: p.inflight,
-			State: datapath.StateOf(p.stopped, p.failed != nil, paused)}
+			State: datapath.StateOf(p.stopped, p.failed != nil, paused), SourceEnd: -1}
 		if p.failed != nil {
 			st.Error = p.failed.Error()
 		} else if p.lastErr != nil {

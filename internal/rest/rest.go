@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/runner"
 )
 
@@ -70,17 +71,18 @@ func (a *api) health(w http.ResponseWriter, _ *http.Request) {
 }
 
 // ready answers 200 when every flow runs (paused counts: an operator chose
-// it), 503 otherwise: a readiness probe. It names no flow, so it needs no
-// token.
+// it) and no partition is stopped or stalled (datapath.Health), 503
+// otherwise: a readiness probe. It names no flow, so it needs no token.
 func (a *api) ready(w http.ResponseWriter, _ *http.Request) {
-	notReady := 0
+	flows, parts := 0, 0
 	for _, f := range a.c.Status() {
 		if f.State != "running" && f.State != "paused" {
-			notReady++
+			flows++
 		}
+		parts += datapath.NotReady(f.Partitions)
 	}
-	if notReady > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "flows_not_running": notReady})
+	if flows > 0 || parts > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "flows_not_running": flows, "partitions_stopped_or_stalled": parts})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

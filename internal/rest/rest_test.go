@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/runner"
 )
 
@@ -48,6 +49,12 @@ func TestAPI(t *testing.T) {
 		{"health needs no token", "GET", "/health", "", nil, nil, 200, `"ok"`, ""},
 		{"ready when all run", "GET", "/ready", "", []runner.FlowStatus{{Name: "A->B", State: "running"}}, nil, 200, "ready", ""},
 		{"not ready when one failed", "GET", "/ready", "", []runner.FlowStatus{{Name: "A->B", State: "failed"}}, nil, 503, "not ready", ""},
+		{"not ready when a partition stalled", "GET", "/ready", "", []runner.FlowStatus{{Name: "A->B", State: "running",
+			Partitions: []datapath.PartitionStatus{{Topic: "t", State: datapath.Running}, {Topic: "t", Partition: 1, State: datapath.Stalled}}}}, nil, 503, `"partitions_stopped_or_stalled": 1`, ""},
+		{"not ready when a partition stopped", "GET", "/ready", "", []runner.FlowStatus{{Name: "A->B", State: "running",
+			Partitions: []datapath.PartitionStatus{{Topic: "t", State: datapath.Stopped}}}}, nil, 503, "not ready", ""},
+		{"ready while lagging", "GET", "/ready", "", []runner.FlowStatus{{Name: "A->B", State: "running",
+			Partitions: []datapath.PartitionStatus{{Topic: "t", State: datapath.Lagging}}}}, nil, 200, "ready", ""},
 		{"status without token", "GET", "/status", "", nil, nil, 401, "bearer token", ""},
 		{"status with wrong token", "GET", "/status", "nope", nil, nil, 401, "bearer token", ""},
 		{"status", "GET", "/status", "s3cret", []runner.FlowStatus{{Name: "A->B", State: "running"}}, nil, 200, `"A->B"`, ""},

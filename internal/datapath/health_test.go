@@ -1,0 +1,197 @@
+package datapath
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/progress"
+)
+
+func TestLagOf(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	for _, tt := range []struct {
+		name    string
+		w       watch
+		now     time.Time
+		lag     int64
+		seconds float64
+	}{
+		{"end unknown", watch{done: 5, end: -1}, at(0), 0, 0},
+		{"caught up", watch{done: 9, end: 10, samples: []sample{{at(0), 10}}}, at(5), 0, 0},
+		{"nothing copied, log starts at 0", watch{done: -1, end: 10, samples: []sample{{at(0), 10}}}, at(3), 10, 3},
+		{"nothing copied, log starts later", watch{done: -1, start: 4, end: 10, samples: []sample{{at(0), 10}}}, at(3), 6, 3},
+		// Records 6..9 were not there at t=0 (end 6): the oldest missing one
+		// (6) was first seen at t=10.
+		{"behind since second sample", watch{done: 5, end: 10, samples: []sample{{at(0), 6}, {at(10), 8}, {at(20), 10}}}, at(25), 4, 15},
+		{"just behind", watch{done: 5, end: 7, samples: []sample{{at(0), 6}, {at(20), 7}}}, at(20), 1, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			lag, sec := tt.w.lagOf(tt.now)
+			if lag != tt.lag || sec != tt.seconds {
+				t.Errorf("lag %d, %v s; want %d, %v s", lag, sec, tt.lag, tt.seconds)
+			}
+		})
+	}
+}
+
+func TestHealthStateOf(t *testing.T) {
+	h := NewHealth(HealthConfig{StallAfter: time.Minute, LagAfter: 30 * time.Second}, nil, nil)
+	now := time.Unix(1000, 0)
+	for _, tt := range []struct {
+		name   string
+		engine string
+		lag    int64
+		lagSec float64
+		moved  time.Duration // ago
+		want   string
+	}{
+		{"caught up", Running, 0, 0, time.Hour, Running},
+		{"behind, moving", Running, 100, 5, time.Second, Running},
+		{"behind long, moving", Running, 100, 31, time.Second, Lagging},
+		{"behind, not moving", Running, 1, 0, time.Minute, Stalled},
+		{"paused stays paused", Paused, 100, 100, time.Hour, Paused},
+		{"stopped stays stopped", Stopped, 100, 100, time.Hour, Stopped},
+		{"restarting, not moving", Restarting, 1, 0, time.Hour, Stalled},
+		{"restarting, moving", Restarting, 1, 0, time.Second, Restarting},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &watch{lag: tt.lag, lagSec: tt.lagSec, movedAt: now.Add(-tt.moved)}
+			if got := h.stateOf(PartitionStatus{State: tt.engine}, w, now); got != tt.want {
+				t.Errorf("state %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// statusEngine reports a fixed status and counts restarts.
+type statusEngine struct {
+	Engine
+	mu       sync.Mutex
+	st       []PartitionStatus
+	restarts []progress.TP
+}
+
+func (e *statusEngine) Status() []PartitionStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]PartitionStatus(nil), e.st...)
+}
+
+func (e *statusEngine) Restart(_ context.Context, tp progress.TP) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.restarts = append(e.restarts, tp)
+	return true
+}
+
+func (e *statusEngine) set(i int, done int64, inflight int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.st[i].Done, e.st[i].InFlight = done, inflight
+}
+
+// TestHealthCheck runs Check against a kfake source holding 10 records in
+// t:0 and t:1: lag and state follow the engine's progress, a stalled
+// partition with nothing in flight is restarted once per StallAfter, one
+// with records in flight is not, and the metrics say the same.
+func TestHealthCheck(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for p := int32(0); p < 2; p++ {
+		for i := 0; i < 10; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: p, Value: []byte("v")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m := metrics.New()
+	var logs bytes.Buffer
+	eng := &statusEngine{st: []PartitionStatus{
+		{Topic: "t", Partition: 0, Remote: "A.t", Done: 4, State: Running},
+		{Topic: "t", Partition: 1, Remote: "A.t", Done: 4, State: Running, InFlight: 3},
+	}}
+	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Admin: kadm.NewClient(cl),
+		StallAfter: time.Minute, LagAfter: 30 * time.Second, Metrics: m}, eng, slog.New(slog.NewTextHandler(&logs, nil)))
+	t0 := time.Now()
+	state := func(p int) string { return h.Annotate(eng.Status())[p].State }
+
+	h.Check(ctx, t0)
+	st := h.Annotate(eng.Status())
+	if st[0].Lag != 5 || st[0].SourceEnd != 10 || st[0].State != Running || st[1].Lag != 5 {
+		t.Fatalf("after first check: %+v", st)
+	}
+	if got := testutil.ToFloat64(m.PartitionLag.WithLabelValues("A", "B", "A.t", "0")); got != 5 {
+		t.Errorf("lag metric %v, want 5", got)
+	}
+
+	eng.set(0, 6, 0) // moved
+	h.Check(ctx, t0.Add(40*time.Second))
+	if got := state(0); got != Lagging {
+		t.Errorf("p0 behind for 40 s, moving: %s, want lagging", got)
+	}
+	h.Check(ctx, t0.Add(90*time.Second)) // p0 still at 6 since 40 s: 50 s
+	if got := state(0); got != Lagging {
+		t.Errorf("p0 not moved for 50 s: %s, want lagging", got)
+	}
+	h.Check(ctx, t0.Add(101*time.Second)) // p0 61 s, p1 101 s without moving
+	if len(eng.restarts) != 1 || eng.restarts[0] != (progress.TP{Topic: "t", Partition: 0}) {
+		t.Fatalf("restarts %v, want t:0 only (t:1 has records in flight)", eng.restarts)
+	}
+	if got := state(1); got != Stalled {
+		t.Errorf("p1: %s, want stalled", got)
+	}
+	if n := NotReady(h.Annotate(eng.Status())); n != 2 {
+		t.Errorf("not ready %d, want 2", n)
+	}
+	if got := testutil.ToFloat64(m.PartitionState.WithLabelValues("A", "B", "A.t", "1", Stalled)); got != 1 {
+		t.Errorf("state metric stalled %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.PartitionRestarts.WithLabelValues("A", "B", "A.t", "0", "stalled")); got != 1 {
+		t.Errorf("restart metric %v, want 1", got)
+	}
+	if !strings.Contains(logs.String(), "partition stalled") {
+		t.Errorf("no warning logged:\n%s", logs.String())
+	}
+	h.Check(ctx, t0.Add(110*time.Second)) // the restart gets a whole StallAfter
+	if len(eng.restarts) != 1 {
+		t.Errorf("restarted again within StallAfter: %v", eng.restarts)
+	}
+	eng.set(0, 9, 0)
+	eng.set(1, 9, 0)
+	h.Check(ctx, t0.Add(120*time.Second))
+	for p := 0; p < 2; p++ {
+		if got := state(p); got != Running {
+			t.Errorf("p%d caught up: %s, want running", p, got)
+		}
+	}
+
+	eng.mu.Lock()
+	eng.st = eng.st[:1] // t:1 moved to another worker
+	eng.mu.Unlock()
+	h.Check(ctx, t0.Add(130*time.Second))
+	if n := testutil.CollectAndCount(m.PartitionState); n != len(States) {
+		t.Errorf("%d state series, want %d (t:1's removed)", n, len(States))
+	}
+}
