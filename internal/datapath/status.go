@@ -8,8 +8,8 @@ type PartitionStatus struct {
 	Partition int32  `json:"partition"`
 	Remote    string `json:"remote"`
 	// Done is the last source offset known to be on the target; -1 none.
-	Done     int64  `json:"done"`
-	InFlight int    `json:"in_flight"`
+	Done     int64 `json:"done"`
+	InFlight int   `json:"in_flight"`
 	// State is running, lagging, stalled, paused, restarting or stopped.
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
