@@ -114,7 +114,19 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	if len(c.Clusters) > 0 && len(c.Flows) == 0 {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("%s: no flow is enabled: only heartbeats run, as in MirrorMaker 2 (set SOURCE->TARGET.enabled = true to replicate)", name))
 	}
+	sortByLine(c.Warnings)
 	return c, errs.err()
+}
+
+// sortByLine orders "FILE:LINE: ..." warnings by line, keeping the order of
+// equal lines and putting those without a line first.
+func sortByLine(ws []string) {
+	line := func(w string) int {
+		_, rest, _ := strings.Cut(w, ":")
+		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest+":", ':')])
+		return n
+	}
+	sort.SliceStable(ws, func(i, j int) bool { return line(ws[i]) < line(ws[j]) })
 }
 
 // Pair builds the flow source->target whether or not it is enabled (MM2

@@ -579,16 +579,6 @@ func layerWithPrefix(l layer, p string) layer {
 	return m
 }
 
-func withPrefix(l layer, p string) map[string]string {
-	m := map[string]string{}
-	for k, v := range l {
-		if strings.HasPrefix(k, p) && len(k) > len(p) {
-			m[k[len(p):]] = v.val
-		}
-	}
-	return m
-}
-
 // checkExactlyOnce validates the Connect exactly-once keys MM2 honours per
 // flow.
 func (b *builder) checkExactlyOnce() {

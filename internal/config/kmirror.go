@@ -207,6 +207,9 @@ func (b *builder) kmirror() {
 	ms := b.integer(w, "offset.flush.interval.ms", DefaultOffsetFlushInterval.Milliseconds(), 1, limit,
 		fmt.Sprintf("must be from 1 to %d milliseconds", limit))
 	f.OffsetFlushInterval = time.Duration(ms) * time.Millisecond
+	if f.ExactlyOnce && f.Workers == Group {
+		b.fail(s, WorkersKey, "group is not supported with exactly-once (%s.exactly.once.source.support = enabled) yet; run one worker per flow", f.Target)
+	}
 }
 
 // value returns key's trimmed value; an empty value counts as unset.

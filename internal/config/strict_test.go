@@ -26,6 +26,8 @@ func TestNothingSilent(t *testing.T) {
 			check: func(f *Flow) string { return want(f.ExactlyOnce, false) }},
 		{name: "EOS bad value", line: "B.exactly.once.source.support = yes",
 			err: `B.exactly.once.source.support: invalid value "yes"`},
+		{name: "group workers with exactly-once", line: "A->B.kmirror.workers = group\nB.exactly.once.source.support = enabled",
+			err: "A->B.kmirror.workers: group is not supported with exactly-once"},
 		{name: "workers mixed case", line: "A->B.kmirror.workers = Group",
 			check: func(f *Flow) string { return want(f.Workers, Group) }},
 		{name: "passthrough upper case", line: "kmirror.passthrough.enabled = FALSE ",

@@ -316,3 +316,8 @@ func heartbeatPairs(cfg *config.Config, only []string, log *slog.Logger) []*conf
 	}
 	return out
 }
+
+// HeartbeatPairs returns the pairs that Run runs for heartbeats only.
+func HeartbeatPairs(cfg *config.Config, only []string, log *slog.Logger) []*config.Flow {
+	return heartbeatPairs(cfg, only, log)
+}
