@@ -25,7 +25,7 @@ func TestStrictConfig(t *testing.T) {
 
 	typos := []struct{ line, want string }{
 		{dst + ".exactly.once.source.support = ENABLED ", ""}, // honoured: exactly-once
-		{src + "->" + dst + ".kmirror.workers = Single", ""},   // honoured
+		{src + "->" + dst + ".kmirror.workers = Single", ""},  // honoured
 		{"kmirror.passthru.enabled = true", `unknown kmirror key "kmirror.passthru.enabled" (did you mean "kmirror.passthrough.enabled"?)`},
 		{"tasks.max = 4", `"tasks.max" has no effect`},
 		{"metric.reporters = com.example.Reporter", `"metric.reporters" has no effect`},
@@ -112,4 +112,3 @@ func TestHeartbeatsOnly(t *testing.T) {
 	}
 	t.Logf("heartbeats %s->%s: %d, %s->%s: %d", src, dst, beats(b, src, dst), dst, src, beats(a, dst, src))
 }
-
