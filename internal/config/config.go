@@ -338,7 +338,7 @@ func (c *Config) checkFlowKey(k string, errs *errorList) {
 				c.checkKmirrorKey(k, suffix, true)
 			case !isFlowKey(suffix):
 				c.warn(k, "unknown key %q", k)
-			case !c.pairEnabled(s, t) && suffix != "enabled" && !strings.Contains(suffix, "heartbeats"):
+			case !c.pairEnabled(s, t) && suffix != "enabled" && !heartbeatKey(suffix):
 				c.warn(k, "%q has no effect: flow %s->%s is not enabled (only its heartbeats run)", k, s, t)
 			case noEffect(suffix) != "":
 				c.warn(k, "%q has no effect: %s", k, noEffect(suffix))

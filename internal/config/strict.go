@@ -229,3 +229,11 @@ func (c *Config) targeted(alias string) bool {
 	}
 	return false
 }
+
+// heartbeatKey reports whether flow key k may matter to a pair that only
+// emits heartbeats: its heartbeat settings and the target's producer and
+// admin settings, which its heartbeat client uses.
+func heartbeatKey(k string) bool {
+	return strings.Contains(k, "heartbeats") || IsClientConnectionKey(k) ||
+		hasAnyPrefix(k, []string{"producer.", "admin.", "target.", "replication.policy.", "config.providers"})
+}

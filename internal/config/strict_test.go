@@ -70,6 +70,7 @@ func TestNothingSilent(t *testing.T) {
 			warn: `"A.request.timeout.ms" has no effect: it is a Connect worker setting`},
 		{name: "key of a disabled flow", line: "B->A.kmirror.fetches.per.broker = 3",
 			warn: `"B->A.kmirror.fetches.per.broker" has no effect: flow B->A is not enabled`},
+		{name: "producer key of a heartbeat-only pair", line: "B->A.producer.linger.ms = 5"},
 		{name: "errors.tolerance", line: "A->B.errors.tolerance = all",
 			warn: `"A->B.errors.tolerance" has no effect: Connect's error handling does not apply`},
 		{name: "honoured client key", line: "A.consumer.fetch.max.bytes = 1048576",
