@@ -111,6 +111,13 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 		}
 	}
 	c.checkBootstrap(&errs)
+	if len(c.Flows) == 0 {
+		for _, k := range props.Keys() {
+			if kmirrorFlowKeys[k] {
+				c.warn(k, "%q has no effect: no flow is enabled", k)
+			}
+		}
+	}
 	if len(c.Clusters) > 0 && len(c.Flows) == 0 {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("%s: no flow is enabled: only heartbeats run, as in MirrorMaker 2 (set SOURCE->TARGET.enabled = true to replicate)", name))
 	}

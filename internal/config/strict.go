@@ -122,6 +122,7 @@ func (b *builder) checkClientKeys(roles []clientRole) {
 		return
 	}
 	for _, r := range roles {
+		b.clientErrors(r)
 		unused := clients.Unused(r.role, r.props.strings())
 		for _, k := range unused {
 			raw := r.props[k].src
@@ -236,4 +237,24 @@ func (c *Config) targeted(alias string) bool {
 func heartbeatKey(k string) bool {
 	return strings.Contains(k, "heartbeats") || IsClientConnectionKey(k) ||
 		hasAnyPrefix(k, []string{"producer.", "admin.", "target.", "replication.policy.", "config.providers"})
+}
+
+// clientErrors reports, at load, the tuning values kmirror's client would
+// refuse when the flow starts (numbers, enums), at the line of the key that
+// set them. Connection and security settings (which read files) are
+// checked when the flow connects.
+func (b *builder) clientErrors(r clientRole) {
+	_, err := clients.RoleOptions(r.role, r.props.strings())
+	if err == nil {
+		return
+	}
+	for _, msg := range strings.Split(err.Error(), "\n") {
+		key, rest, _ := strings.Cut(msg, ": ")
+		if v, ok := r.props[key]; ok && v.src != "" && !IsClientConnectionKey(key) && !IsSensitive(key) {
+			if b.c.Props.Resolved(v.src) {
+				rest = "invalid value " + b.show(r.props, key)
+			}
+			b.fail(r.props, key, "%s", rest)
+		}
+	}
 }

@@ -73,8 +73,16 @@ func TestNothingSilent(t *testing.T) {
 		{name: "producer key of a heartbeat-only pair", line: "B->A.producer.linger.ms = 5"},
 		{name: "errors.tolerance", line: "A->B.errors.tolerance = all",
 			warn: `"A->B.errors.tolerance" has no effect: Connect's error handling does not apply`},
+		{name: "client number not a number", line: "A.consumer.fetch.max.bytes = banana",
+			err: `A.consumer.fetch.max.bytes: "banana" is not an integer`},
+		{name: "client enum", line: "A->B.producer.acks = maybe", err: `A->B.producer.acks: "maybe" is not all, -1, 0 or 1`},
 		{name: "honoured client key", line: "A.consumer.fetch.max.bytes = 1048576",
 			check: func(f *Flow) string { return want(f.SourceConsumer["fetch.max.bytes"], "1048576") }},
+	}
+	// Without an enabled flow the kmirror keys of every flow do nothing.
+	c, err := Parse("mm2.properties", []byte("clusters = A, B\nkmirror.workers = group\n"), noEnv)
+	if err != nil || len(c.Warnings) != 2 || c.Warnings[1] != `mm2.properties:2: "kmirror.workers" has no effect: no flow is enabled` {
+		t.Errorf("no flow: %v %q", err, c.Warnings)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
