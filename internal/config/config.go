@@ -112,6 +112,9 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	}
 	c.checkBootstrap(&errs)
 	if len(c.Flows) == 0 {
+		if len(errs.errs) == 0 {
+			c.checkHeartbeatBootstrap(&errs)
+		}
 		for _, k := range props.Keys() {
 			if kmirrorFlowKeys[k] {
 				c.warn(k, "%q has no effect: no flow is enabled", k)

@@ -258,3 +258,16 @@ func (b *builder) clientErrors(r clientRole) {
 		}
 	}
 }
+
+// checkHeartbeatBootstrap requires bootstrap servers for every cluster when
+// no flow is enabled but heartbeats run (MM2's heartbeat-only herders).
+func (c *Config) checkHeartbeatBootstrap(errs *errorList) {
+	if v, ok := c.Props.Get("emit.heartbeats.enabled"); ok && strings.EqualFold(javaTrim(v), "false") {
+		return
+	}
+	for _, a := range c.Clusters {
+		if v, ok := c.clusters[a]["bootstrap.servers"]; !ok || javaTrim(v.val) == "" {
+			errs.add(c.errAt("clusters", "cluster %q has no %s.bootstrap.servers; with no flow enabled kmirror still writes heartbeats to every cluster, as MM2 does", a, a))
+		}
+	}
+}

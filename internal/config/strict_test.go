@@ -79,8 +79,13 @@ func TestNothingSilent(t *testing.T) {
 		{name: "honoured client key", line: "A.consumer.fetch.max.bytes = 1048576",
 			check: func(f *Flow) string { return want(f.SourceConsumer["fetch.max.bytes"], "1048576") }},
 	}
-	// Without an enabled flow the kmirror keys of every flow do nothing.
-	c, err := Parse("mm2.properties", []byte("clusters = A, B\nkmirror.workers = group\n"), noEnv)
+	// Without an enabled flow the kmirror keys of every flow do nothing,
+	// and every cluster needs its bootstrap servers for the heartbeats.
+	if _, err := Parse("mm2.properties", []byte("clusters = A, B\nA.bootstrap.servers = a:1\n"), noEnv); err == nil ||
+		!strings.Contains(err.Error(), `mm2.properties:1: clusters: cluster "B" has no B.bootstrap.servers`) {
+		t.Errorf("heartbeats without bootstrap servers: %v", err)
+	}
+	c, err := Parse("mm2.properties", []byte("clusters = A, B\nkmirror.workers = group\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\n"), noEnv)
 	if err != nil || len(c.Warnings) != 2 || c.Warnings[1] != `mm2.properties:2: "kmirror.workers" has no effect: no flow is enabled` {
 		t.Errorf("no flow: %v %q", err, c.Warnings)
 	}
