@@ -559,11 +559,23 @@ func (b *builder) clients() {
 		m.putIfAbsent("auto.offset.reset", kv{"earliest", ""})
 		return m
 	}
-	sc := consumer(build("source", "consumer.", "source.consumer."))
-	sa := build("source", "admin.", "source.admin.")
-	ta := build("target", "admin.", "target.admin.")
-	tc := consumer(build("target", "consumer.", "target.consumer."))
-	tp := build("target", "producer.", "target.producer.", "producer.override.")
+	// Java's ConfigDef trims every value it parses, and reads these enums
+	// in any case; the data paths compare them as they are.
+	normalise := func(m layer) layer {
+		for k, v := range m {
+			v.val = javaTrim(v.val)
+			if k == "auto.offset.reset" || k == "isolation.level" {
+				v.val = strings.ToLower(v.val)
+			}
+			m[k] = v
+		}
+		return m
+	}
+	sc := normalise(consumer(build("source", "consumer.", "source.consumer.")))
+	sa := normalise(build("source", "admin.", "source.admin."))
+	ta := normalise(build("target", "admin.", "target.admin."))
+	tc := normalise(consumer(build("target", "consumer.", "target.consumer.")))
+	tp := normalise(build("target", "producer.", "target.producer.", "producer.override."))
 	f.SourceConsumer, f.SourceAdmin, f.TargetAdmin, f.TargetConsumer, f.TargetProducer = sc.strings(), sa.strings(), ta.strings(), tc.strings(), tp.strings()
 	b.checkClientKeys([]clientRole{{clients.Consumer, "consumer", sc}, {clients.Admin, "admin", sa},
 		{clients.Admin, "admin", ta}, {clients.Consumer, "consumer", tc}, {clients.Producer, "producer", tp}})

@@ -129,6 +129,13 @@ func (b *builder) checkClientKeys(roles []clientRole) {
 			if raw == "" {
 				continue // set by kmirror itself
 			}
+			if r.role == clients.Consumer && (k == "session.timeout.ms" || k == "heartbeat.interval.ms") {
+				// The workers' group consumer reads these (flow.groupHooks).
+				if b.f.Workers != Group && strings.HasPrefix(raw, b.f.Source+".") {
+					b.c.warn(raw, "%q has no effect: only a flow with kmirror.workers = group uses a consumer group", raw)
+				}
+				continue
+			}
 			if !isJavaClientKey(r.java, k) {
 				b.c.warn(raw, "unknown %s key %q%s", r.java, raw, didYouMean(k, raw[:len(raw)-len(k)], javaNames(r.java)))
 				continue

@@ -76,6 +76,11 @@ func TestNothingSilent(t *testing.T) {
 		{name: "client number not a number", line: "A.consumer.fetch.max.bytes = banana",
 			err: `A.consumer.fetch.max.bytes: "banana" is not an integer`},
 		{name: "client enum", line: "A->B.producer.acks = maybe", err: `A->B.producer.acks: "maybe" is not all, -1, 0 or 1`},
+		{name: "group timeouts in group mode", line: "A->B.kmirror.workers = group\nA.consumer.session.timeout.ms = 6000"},
+		{name: "group timeouts without group mode", line: "A.consumer.session.timeout.ms = 6000",
+			warn: `"A.consumer.session.timeout.ms" has no effect: only a flow with kmirror.workers = group uses a consumer group`},
+		{name: "client enum in upper case, trimmed", line: "A.consumer.auto.offset.reset = LATEST ",
+			check: func(f *Flow) string { return want(f.SourceConsumer["auto.offset.reset"], "latest") }},
 		{name: "honoured client key", line: "A.consumer.fetch.max.bytes = 1048576",
 			check: func(f *Flow) string { return want(f.SourceConsumer["fetch.max.bytes"], "1048576") }},
 	}
