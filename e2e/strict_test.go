@@ -77,20 +77,12 @@ func TestStrictConfig(t *testing.T) {
 	}
 }
 
-// TestHeartbeatsOnly: with clusters listed and no flow enabled, MM2 runs a
-// heartbeat herder for every pair, so heartbeats flow both ways; kmirror
-// does the same.
+// TestHeartbeatsOnly: with clusters listed and no flow enabled, Apache MM2
+// runs a heartbeat herder for every pair, so heartbeats flow both ways;
+// kmirror, on the same kind of file, does the same.
 func TestHeartbeatsOnly(t *testing.T) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
-	src, dst := alias(t, "a"), alias(t, "b")
-	cfg := writeFile(t, "mm2.properties", strings.Join([]string{
-		"clusters = " + src + ", " + dst,
-		src + ".bootstrap.servers = " + strings.Join(a.Bootstrap, ","),
-		dst + ".bootstrap.servers = " + strings.Join(b.Bootstrap, ","),
-		"heartbeats.topic.replication.factor = 1",
-	}, "\n")+"\n")
-	p := startKmirror(t, cfg)
 	beats := func(c *testkafka.Cluster, from, to string) int {
 		if !hasTopic(t, c, "heartbeats") {
 			return 0
@@ -103,12 +95,35 @@ func TestHeartbeatsOnly(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, 60*time.Second, "heartbeats both ways", func() bool {
-		return beats(b, src, dst) >= 2 && beats(a, dst, src) >= 2
-	})
-	p.stop()
-	if log := p.log.String(); !strings.Contains(log, "no flow is enabled: only heartbeats run") {
-		t.Errorf("kmirror did not say it runs heartbeats only:\n%s", log)
+	for _, who := range []string{"Apache MM2", "kmirror"} {
+		src, dst := alias(t, "a"), alias(t, "b")
+		cfg := writeFile(t, "mm2.properties", strings.Join([]string{
+			"clusters = " + src + ", " + dst,
+			src + ".bootstrap.servers = " + strings.Join(a.Bootstrap, ","),
+			dst + ".bootstrap.servers = " + strings.Join(b.Bootstrap, ","),
+			"heartbeats.topic.replication.factor = 1",
+			// MM2's Connect workers need these on one-node clusters.
+			"offset.storage.replication.factor = 1",
+			"status.storage.replication.factor = 1",
+			"config.storage.replication.factor = 1",
+		}, "\n")+"\n")
+		var p *proc
+		if who == "kmirror" {
+			p = startKmirror(t, cfg)
+		} else {
+			p = startMM2(t, cfg)
+		}
+		waitFor(t, 120*time.Second, who+": heartbeats both ways", func() bool {
+			return beats(b, src, dst) >= 2 && beats(a, dst, src) >= 2
+		})
+		if who == "kmirror" {
+			p.stop()
+			if log := p.log.String(); !strings.Contains(log, "no flow is enabled: only heartbeats run") {
+				t.Errorf("kmirror did not say it runs heartbeats only:\n%s", log)
+			}
+		} else {
+			p.stopJava()
+		}
+		t.Logf("%s: heartbeats %s->%s: %d, %s->%s: %d", who, src, dst, beats(b, src, dst), dst, src, beats(a, dst, src))
 	}
-	t.Logf("heartbeats %s->%s: %d, %s->%s: %d", src, dst, beats(b, src, dst), dst, src, beats(a, dst, src))
 }
