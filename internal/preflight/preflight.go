@@ -288,6 +288,8 @@ func (c *Checker) groups(ctx context.Context, src, tgt *conn, f *config.Flow) {
 	sort.Strings(groups)
 	c.ok("%d consumer groups of %s are selected for checkpoints", len(groups), f.Source)
 	if len(groups) == 0 {
+		fmt.Fprintf(c.Out, "  note: no group is checked: none matches groups = %s, or the user may not DESCRIBE them (checkpoints need DESCRIBE on the groups of %s)\n",
+			strings.Join(f.Groups, ","), f.Source)
 		return
 	}
 	offs := src.adm.FetchManyOffsets(ctx, groups...)
