@@ -297,6 +297,8 @@ func (c *Config) checkKey(k string, errs *errorList) {
 		}
 	case flowOnlyKeys[k] || hasAnyPrefix(k, []string{"consumer.", "producer.", "admin.", "source.", "target."}):
 		c.warn(k, "%q has no effect at top level in MirrorMaker 2; set it per flow (SOURCE->TARGET.%s) or per cluster (ALIAS.%s)", k, k, k)
+	case workerKeys[k] && noEffect(k) != "":
+		c.warn(k, "%q has no effect at top level in MirrorMaker 2, nor in kmirror anywhere: %s", k, noEffect(k))
 	case workerKeys[k]:
 		c.warn(k, "%q has no effect at top level in MirrorMaker 2; set it per target cluster as ALIAS.%s", k, k)
 	default:
