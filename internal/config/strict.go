@@ -96,11 +96,9 @@ func clusterKeyNames() []string {
 	for k := range workerKeys {
 		out = append(out, k)
 	}
-	for _, m := range []map[string]bool{javaClientCommon} {
-		for k := range m {
-			if IsClientConnectionKey(k) {
-				out = append(out, k)
-			}
+	for k := range javaClientCommon {
+		if IsClientConnectionKey(k) {
+			out = append(out, k)
 		}
 	}
 	return out
@@ -174,10 +172,11 @@ func clientNoEffect(k string, props layer) string {
 	return "kmirror's Kafka client (franz-go) has no equivalent"
 }
 
+// javaNames lists the config names of the Java client of role.
 func javaNames(role string) []string {
-	var out []string
-	for _, m := range []map[string]bool{javaClientCommon, map[string]map[string]bool{
-		"producer": javaProducerOnly, "consumer": javaConsumerOnly, "admin": javaAdminOnly}[role]} {
+	only := map[string]map[string]bool{"producer": javaProducerOnly, "consumer": javaConsumerOnly, "admin": javaAdminOnly}[role]
+	out := make([]string, 0, len(javaClientCommon)+len(only))
+	for _, m := range []map[string]bool{javaClientCommon, only} {
 		for k := range m {
 			out = append(out, k)
 		}
