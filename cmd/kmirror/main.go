@@ -17,6 +17,10 @@ Usage:
               [--metrics-addr ADDR] [--memory-limit SIZE] FILE
                          run every enabled flow of an MM2 properties file;
                          SIGHUP reloads it, SIGTERM stops cleanly
+  kmirror check [--connect] [--timeout 60s] FILE
+                         validate FILE and print what each flow will do; --connect
+                         also reaches every cluster (broker versions, missing
+                         permissions, topics it would create); exit 1 on a problem
   kmirror mm1 --consumer.config FILE --producer.config FILE --whitelist REGEX [...]
                          MirrorMaker 1's command line (kafka-mirror-maker.sh flags);
                          "kmirror mm1 --help" lists them
@@ -54,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "run":
 		return runCmd(args[1:], stdout, stderr)
+	case "check":
+		return checkCmd(args[1:], stdout, stderr)
 	case "mm1":
 		return mm1Cmd(args[1:], stdout, stderr)
 	case "offsets":

@@ -111,10 +111,32 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 		}
 	}
 	c.checkBootstrap(&errs)
-	if len(c.Clusters) > 0 && len(c.Flows) == 0 {
-		c.Warnings = append(c.Warnings, fmt.Sprintf("%s: no flow is enabled (set SOURCE->TARGET.enabled = true)", name))
+	if len(c.Flows) == 0 {
+		if len(errs.errs) == 0 {
+			c.checkHeartbeatBootstrap(&errs)
+		}
+		for _, k := range props.Keys() {
+			if kmirrorFlowKeys[k] {
+				c.warn(k, "%q has no effect: no flow is enabled", k)
+			}
+		}
 	}
+	if len(c.Clusters) > 0 && len(c.Flows) == 0 {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s: no flow is enabled: only heartbeats run, as in MirrorMaker 2 (set SOURCE->TARGET.enabled = true to replicate)", name))
+	}
+	sortByLine(c.Warnings)
 	return c, errs.err()
+}
+
+// sortByLine orders "FILE:LINE: ..." warnings by line, keeping the order of
+// equal lines and putting those without a line first.
+func sortByLine(ws []string) {
+	line := func(w string) int {
+		_, rest, _ := strings.Cut(w, ":")
+		n, _ := strconv.Atoi(rest[:strings.IndexByte(rest+":", ':')])
+		return n
+	}
+	sort.SliceStable(ws, func(i, j int) bool { return line(ws[i]) < line(ws[j]) })
 }
 
 // Pair builds the flow source->target whether or not it is enabled (MM2
@@ -246,14 +268,20 @@ func (c *Config) clusterLayer(alias string) layer {
 // rejects flows naming undeclared clusters.
 func (c *Config) checkKey(k string, errs *errorList) {
 	switch {
-	case k == "clusters" || mm2Keys[k] || strings.HasPrefix(k, providersKey+".") ||
-		strings.HasPrefix(k, "listeners.https.") || strings.HasPrefix(k, "admin.listeners.https.") ||
-		IsClientConnectionKey(k):
+	case k == "clusters" || strings.HasPrefix(k, providersKey+".") || IsClientConnectionKey(k):
+	case mm2Keys[k] || strings.HasPrefix(k, "listeners.https.") || strings.HasPrefix(k, "admin.listeners.https."):
+		if r := noEffect(k); r != "" {
+			c.warn(k, "%q has no effect: %s", k, r)
+		} else if !strings.HasPrefix(k, providersKey) {
+			c.warn(k, "%q has no effect: MM2's REST server does not exist in kmirror", k)
+		}
 	case strings.HasPrefix(k, "kmirror."):
 		c.checkKmirrorKey(k, k, false)
 	case strings.Contains(k, "->"):
 		c.checkFlowKey(k, errs)
 	case c.declaredPrefix(k) != "":
+		a := c.declaredPrefix(k)
+		c.checkClusterKey(k, a, k[len(a)+1:])
 	case deprecatedAliases[k] != "":
 		c.warn(k, "%q is deprecated (removed in Kafka 4.0); use %q", k, deprecatedAliases[k])
 	case removedKeys[k]:
@@ -264,8 +292,13 @@ func (c *Config) checkKey(k string, errs *errorList) {
 		c.warn(k, "top-level %q is ignored", k)
 	case connectorKeys[k] || hasAnyPrefix(k, workerPrefixes) ||
 		hasAnyPrefix(k, []string{"transforms.", "predicates.", "errors.", "replication.policy."}):
+		if r := noEffect(k); r != "" {
+			c.warn(k, "%q has no effect: %s", k, r)
+		}
 	case flowOnlyKeys[k] || hasAnyPrefix(k, []string{"consumer.", "producer.", "admin.", "source.", "target."}):
 		c.warn(k, "%q has no effect at top level in MirrorMaker 2; set it per flow (SOURCE->TARGET.%s) or per cluster (ALIAS.%s)", k, k, k)
+	case workerKeys[k] && noEffect(k) != "":
+		c.warn(k, "%q has no effect at top level in MirrorMaker 2, nor in kmirror anywhere: %s", k, noEffect(k))
 	case workerKeys[k]:
 		c.warn(k, "%q has no effect at top level in MirrorMaker 2; set it per target cluster as ALIAS.%s", k, k)
 	default:
@@ -313,10 +346,14 @@ func (c *Config) checkFlowKey(k string, errs *errorList) {
 				c.warn(k, "%q is deprecated (removed in Kafka 4.0); use %q", k, p+deprecatedAliases[suffix])
 			case removedKeys[suffix]:
 				c.warn(k, "%q was removed in Kafka 4.0 and is ignored", k)
-			case strings.HasPrefix(suffix, "kmirror."):
+			case strings.HasPrefix(suffix, "kmirror.") && c.pairEnabled(s, t):
 				c.checkKmirrorKey(k, suffix, true)
 			case !isFlowKey(suffix):
 				c.warn(k, "unknown key %q", k)
+			case !c.pairEnabled(s, t) && suffix != "enabled" && !heartbeatKey(suffix):
+				c.warn(k, "%q has no effect: flow %s->%s is not enabled (only its heartbeats run)", k, s, t)
+			case noEffect(suffix) != "":
+				c.warn(k, "%q has no effect: %s", k, noEffect(suffix))
 			}
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/policy"
 )
 
@@ -535,18 +536,19 @@ func (b *builder) worker() {
 	f.OffsetStorageReplicationFactor = b.replicationFactor(w, "offset.storage.replication.factor", DefaultOffsetStorageRF)
 }
 
-// clients assembles the per-role client properties (MirrorConnectorConfig).
+// clients assembles the per-role client properties (MirrorConnectorConfig)
+// and checks that every key of them takes effect.
 func (b *builder) clients() {
 	f, s := b.f, b.s
-	build := func(cluster string, layers ...string) map[string]string {
-		m := map[string]string{}
-		for k, v := range withPrefix(s, cluster+".cluster.") {
+	build := func(cluster string, layers ...string) layer {
+		m := layer{}
+		for k, v := range layerWithPrefix(s, cluster+".cluster.") {
 			if IsClientConnectionKey(k) {
 				m[k] = v
 			}
 		}
 		for _, p := range layers {
-			for k, v := range withPrefix(s, p) {
+			for k, v := range layerWithPrefix(s, p) {
 				if !strings.HasPrefix(k, "override.") || p == "producer.override." {
 					m[k] = v
 				}
@@ -554,25 +556,38 @@ func (b *builder) clients() {
 		}
 		return m
 	}
-	consumer := func(m map[string]string) map[string]string {
-		m["enable.auto.commit"] = "false"
-		if _, ok := m["auto.offset.reset"]; !ok {
-			m["auto.offset.reset"] = "earliest"
+	consumer := func(m layer) layer {
+		m["enable.auto.commit"] = kv{"false", m["enable.auto.commit"].src}
+		m.putIfAbsent("auto.offset.reset", kv{"earliest", ""})
+		return m
+	}
+	// Java's ConfigDef trims every value it parses, and reads these enums
+	// in any case; the data paths compare them as they are.
+	normalise := func(m layer) layer {
+		for k, v := range m {
+			v.val = javaTrim(v.val)
+			if k == "auto.offset.reset" || k == "isolation.level" {
+				v.val = strings.ToLower(v.val)
+			}
+			m[k] = v
 		}
 		return m
 	}
-	f.SourceConsumer = consumer(build("source", "consumer.", "source.consumer."))
-	f.SourceAdmin = build("source", "admin.", "source.admin.")
-	f.TargetAdmin = build("target", "admin.", "target.admin.")
-	f.TargetConsumer = consumer(build("target", "consumer.", "target.consumer."))
-	f.TargetProducer = build("target", "producer.", "target.producer.", "producer.override.")
+	sc := normalise(consumer(build("source", "consumer.", "source.consumer.")))
+	sa := normalise(build("source", "admin.", "source.admin."))
+	ta := normalise(build("target", "admin.", "target.admin."))
+	tc := normalise(consumer(build("target", "consumer.", "target.consumer.")))
+	tp := normalise(build("target", "producer.", "target.producer.", "producer.override."))
+	f.SourceConsumer, f.SourceAdmin, f.TargetAdmin, f.TargetConsumer, f.TargetProducer = sc.strings(), sa.strings(), ta.strings(), tc.strings(), tp.strings()
+	b.checkClientKeys([]clientRole{{clients.Consumer, "consumer", sc}, {clients.Admin, "admin", sa},
+		{clients.Admin, "admin", ta}, {clients.Consumer, "consumer", tc}, {clients.Producer, "producer", tp}})
 }
 
-func withPrefix(l layer, p string) map[string]string {
-	m := map[string]string{}
+func layerWithPrefix(l layer, p string) layer {
+	m := layer{}
 	for k, v := range l {
 		if strings.HasPrefix(k, p) && len(k) > len(p) {
-			m[k[len(p):]] = v.val
+			m[k[len(p):]] = v
 		}
 	}
 	return m

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -154,7 +155,7 @@ func (b *builder) kmirror() {
 			f.FetchesPerBroker = n
 		}
 	}
-	switch v, _ := b.value(WorkersKey); v {
+	switch v, _ := b.value(WorkersKey); strings.ToLower(v) {
 	case "", "single":
 	case "group":
 		f.Workers = Group
@@ -207,16 +208,17 @@ func (b *builder) kmirror() {
 			f.MaxSyncsPerPartition = n
 		}
 	}
+	// Connect reads its enums case-insensitively, trimmed.
+	w := b.c.workerLayer(f.Source, f.Target)
+	f.ExactlyOnce = b.choice(w, "exactly.once.source.support", "disabled", true, "enabled", "disabled", "preparing") == "enabled"
 	limit := int64(math.MaxInt64 / int64(time.Millisecond))
 	f.StallTimeout = time.Duration(b.integer(s, StallTimeoutKey, DefaultStallTimeout.Milliseconds(), 1, limit, "must be a positive number of milliseconds")) * time.Millisecond
 	f.LagThreshold = time.Duration(b.integer(s, LagThresholdKey, DefaultLagThreshold.Milliseconds(), 1, limit, "must be a positive number of milliseconds")) * time.Millisecond
-	f.ExactlyOnce = javaTrim(f.Worker["exactly.once.source.support"]) == "enabled"
-	f.OffsetFlushInterval = DefaultOffsetFlushInterval
-	if v, ok := f.Worker["offset.flush.interval.ms"]; ok {
-		// As before: a value that is no positive number keeps the default.
-		if ms, err := strconv.ParseInt(javaTrim(v), 10, 64); err == nil && ms > 0 && ms <= math.MaxInt64/int64(time.Millisecond) {
-			f.OffsetFlushInterval = time.Duration(ms) * time.Millisecond
-		}
+	ms := b.integer(w, "offset.flush.interval.ms", DefaultOffsetFlushInterval.Milliseconds(), 1, limit,
+		fmt.Sprintf("must be from 1 to %d milliseconds", limit))
+	f.OffsetFlushInterval = time.Duration(ms) * time.Millisecond
+	if f.ExactlyOnce && f.Workers == Group {
+		b.fail(s, WorkersKey, "group is not supported with exactly-once (%s.exactly.once.source.support = enabled) yet; run one worker per flow", f.Target)
 	}
 }
 
@@ -263,6 +265,15 @@ func (c *Config) checkKmirrorKey(raw, k string, perFlow bool) {
 	case kmirrorRESTKeys[k]:
 		c.warn(raw, "%q is read only at top level (%s); ignored", raw, k)
 	default:
-		c.warn(raw, "unknown kmirror key %q", raw)
+		known := make([]string, 0, len(kmirrorFlowKeys)+len(kmirrorRESTKeys))
+		for n := range kmirrorFlowKeys {
+			known = append(known, n)
+		}
+		if !perFlow {
+			for n := range kmirrorRESTKeys {
+				known = append(known, n)
+			}
+		}
+		c.warn(raw, "unknown kmirror key %q%s", raw, didYouMean(k, raw[:len(raw)-len(k)], known))
 	}
 }

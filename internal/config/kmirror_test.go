@@ -76,7 +76,7 @@ func TestKmirrorKeys(t *testing.T) {
 
 		{"flush default", "", func(f *Flow) any { return f.OffsetFlushInterval }, DefaultOffsetFlushInterval, ""},
 		{"flush set", "B.offset.flush.interval.ms = 250", func(f *Flow) any { return f.OffsetFlushInterval }, 250 * time.Millisecond, ""},
-		{"flush not positive", "B.offset.flush.interval.ms = 0", func(f *Flow) any { return f.OffsetFlushInterval }, DefaultOffsetFlushInterval, ""},
+		{"flush not positive", "B.offset.flush.interval.ms = 0", nil, nil, "mm2.properties:5: B.offset.flush.interval.ms: 0 is out of range"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -56,19 +56,23 @@ type managed struct {
 // returns an error when the file is invalid or enables no flow.
 func Load(path string, only []string, log *slog.Logger) (*config.Config, error) {
 	cfg, err := config.Load(path, os.LookupEnv)
+	if cfg != nil {
+		for _, w := range cfg.Warnings {
+			log.Warn(w)
+		}
+	}
 	if err != nil {
 		return nil, err
-	}
-	for _, w := range cfg.Warnings {
-		log.Warn(w)
 	}
 	if len(only) > 0 {
 		if _, err := cfg.FlowsTargeting(only); err != nil {
 			return nil, err
 		}
 	}
-	if len(selected(cfg, only)) == 0 {
-		return nil, fmt.Errorf("%s enables no flow (set A->B.enabled = true)", path)
+	// As MM2, a file whose flows are all disabled still runs the
+	// heartbeat-only pairs.
+	if len(selected(cfg, only)) == 0 && len(heartbeatPairs(cfg, only, log)) == 0 {
+		return nil, fmt.Errorf("%s enables no flow and no heartbeats (set A->B.enabled = true)", path)
 	}
 	return cfg, nil
 }
@@ -311,4 +315,9 @@ func heartbeatPairs(cfg *config.Config, only []string, log *slog.Logger) []*conf
 		}
 	}
 	return out
+}
+
+// HeartbeatPairs returns the pairs that Run runs for heartbeats only.
+func HeartbeatPairs(cfg *config.Config, only []string, log *slog.Logger) []*config.Flow {
+	return heartbeatPairs(cfg, only, log)
 }

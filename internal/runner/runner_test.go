@@ -115,8 +115,9 @@ func TestLoad(t *testing.T) {
 		{"flow into --clusters", threeClusters("A->B.enabled = true"), []string{"B"}, []string{"A->B"}, ""},
 		{"missing file", "", nil, nil, "no such file"},
 		{"invalid file", threeClusters("A->B.enabled = maybe"), nil, nil, "A->B.enabled"},
-		{"no flow enabled", threeClusters(), nil, nil, "enables no flow"},
-		{"no flow into --clusters", threeClusters("A->B.enabled = true"), []string{"C"}, nil, "enables no flow"},
+		{"no flow enabled: heartbeats only, as MM2", threeClusters(), nil, nil, ""},
+		{"no flow and no heartbeats", threeClusters("emit.heartbeats.enabled = false"), nil, nil, "enables no flow"},
+		{"no flow into --clusters", threeClusters("A->B.enabled = true", "emit.heartbeats.enabled = false"), []string{"C"}, nil, "enables no flow"},
 		{"unknown --clusters alias", threeClusters("A->B.enabled = true"), []string{"D"}, nil, `unknown cluster alias "D"`},
 	}
 	for _, tt := range tests {
