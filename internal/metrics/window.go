@@ -126,6 +126,18 @@ func (v *WindowVec) With(l prometheus.Labels) *Window {
 	return e.w
 }
 
+// WithLabelValues returns the Window of the label values, in the order the
+// family was described with, creating it.
+func (v *WindowVec) WithLabelValues(values ...string) *Window {
+	l := make(prometheus.Labels, len(v.labels))
+	for i, k := range v.labels {
+		if i < len(values) {
+			l[k] = values[i]
+		}
+	}
+	return v.With(l)
+}
+
 // Describe implements prometheus.Collector.
 func (v *WindowVec) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range v.descs {

@@ -329,7 +329,6 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		pl.Acked(recs)
 		p.recordCount.Add(float64(recs))
 		p.byteCount.Add(float64(bytes))
-		p.recordAge.Set(float64(now - maxTS))
 		p.latency.Set(float64(now - maxTS))
 	}
 	if syncs {
