@@ -40,8 +40,11 @@ func (b *bucket) add(v float64) {
 	b.sum += v
 }
 
-// Set records one measurement.
+// Set records one measurement; on a nil Window it does nothing.
 func (w *Window) Set(v float64) {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	w.roll()
 	w.last = v
