@@ -309,3 +309,62 @@ func TestHTTPHardening(t *testing.T) {
 		}
 	})
 }
+
+// TestByteCountIsValueBytes checks MM2's meaning of byte-count on both
+// data paths: value bytes only, not keys, headers or batch framing.
+// Passthrough estimates compressed batches between samples (every 5 s),
+// so it is allowed 10 %.
+func TestByteCountIsValueBytes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		slack float64
+	}{
+		{"record path", []string{recordPath}, 0},
+		{"passthrough", nil, 0.1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := testkafka.Shared(t, 2)
+			a, b := cs[0], cs[1]
+			topic := testkafka.Topic(t, "bytes")
+			a.CreateTopic(t, topic, 1, nil)
+			var recs []*kgo.Record
+			want := 0
+			for i := range 500 {
+				v := []byte(strings.Repeat(fmt.Sprint(i%10), 50+i%100))
+				want += len(v)
+				recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint("key-", i)), Value: v,
+					Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("header value")}}})
+			}
+			cl := a.Client(t, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+			if err := cl.ProduceSync(ctx(t), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			src, dst := alias(t, "src"), alias(t, "dst")
+			addr := freeAddr(t)
+			cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append([]string{src + "->" + dst + ".topics = " + topic}, tc.extra...)...))
+			startKmirror(t, "--metrics-addr", addr, cfg)
+			count := fmt.Sprintf(`kafka_connect_mirror_source_connector_record_count{partition="0",source=%q,target=%q,topic=%q} 500`, src, dst, src+"."+topic)
+			bytesRe := regexp.MustCompile(`kafka_connect_mirror_source_connector_byte_count\{[^}]*topic="` + regexp.QuoteMeta(src+"."+topic) + `"\} (\S+)`)
+			var got float64
+			waitFor(t, 60*time.Second, "500 records in the metrics", func() bool {
+				resp, err := http.Get("http://" + addr + "/metrics")
+				if err != nil {
+					return false
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				m := bytesRe.FindSubmatch(body)
+				if m == nil || !strings.Contains(string(body), count) {
+					return false
+				}
+				fmt.Sscan(string(m[1]), &got)
+				return true
+			})
+			if d := got - float64(want); d > tc.slack*float64(want) || -d > tc.slack*float64(want) {
+				t.Errorf("byte_count %v, want %d value bytes (±%.0f%%)", got, want, tc.slack*100)
+			}
+			t.Logf("byte_count %v for %d value bytes", got, want)
+		})
+	}
+}

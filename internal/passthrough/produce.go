@@ -323,7 +323,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		var maxTS int64
 		for _, h := range done {
 			recs += int64(h.count)
-			bytes += int64(len(h.raw))
+			bytes += p.values.size(h.raw, pl.dec) // MM2's byte-count: value bytes
 			maxTS = max(maxTS, h.maxTS)
 		}
 		pl.Acked(recs)
