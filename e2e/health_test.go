@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -122,15 +121,4 @@ func partitionHealth(t *testing.T, extra ...string) {
 	waitFor(t, 20*time.Second, "/ready 200 again", func() bool { return ready() == 200 })
 	p.stop()
 	sameRecords(t, a.ReadAll(t, topic), b.ReadAll(t, remote), "")
-}
-
-// freeAddr returns a free 127.0.0.1 address.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

@@ -43,13 +43,17 @@ type Entry struct {
 	CumPct  float64 `json:"cum_percent"`
 }
 
+// profileToken is the REST token of the kmirror runs that are profiled.
+const profileToken = "bench-profile"
+
 // profiler fetches one CPU profile from a kmirror's pprof endpoint.
 type profiler struct {
-	addr    string // --metrics-addr
-	seconds int
-	path    string        // where the profile goes
-	done    chan struct{} // closed once fetched or failed
-	err     error         // of the fetch, once done is closed
+	addr     string // --metrics-addr: profiles of kmirror before they moved behind the REST token
+	restAddr string // --rest-addr
+	seconds  int
+	path     string        // where the profile goes
+	done     chan struct{} // closed once fetched or failed
+	err      error         // of the fetch, once done is closed
 }
 
 // start begins fetching the profile in the background.
@@ -63,7 +67,16 @@ func (p *profiler) start() {
 
 func (p *profiler) fetch() error {
 	c := &http.Client{Timeout: time.Duration(p.seconds)*time.Second + 30*time.Second}
-	resp, err := c.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.addr, p.seconds))
+	req, err := http.NewRequest("GET", fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.restAddr, p.seconds), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+profileToken)
+	resp, err := c.Do(req)
+	if err == nil && resp.StatusCode == http.StatusNotFound { // a baseline binary of before
+		resp.Body.Close()
+		resp, err = c.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.addr, p.seconds))
+	}
 	if err != nil {
 		return err
 	}

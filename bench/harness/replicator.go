@@ -229,17 +229,19 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 		}
 		args := []string{"run", "--clusters", dst}
 		if profile > 0 {
-			ports, err := freePorts(1)
+			ports, err := freePorts(2)
 			if err != nil {
 				res.Error = err.Error()
 				return res
 			}
 			addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-			args = append(args, "--metrics-addr", addr)
-			prof = &profiler{addr: addr, seconds: profile, path: base + ".cpu.pprof"}
+			restAddr := fmt.Sprintf("127.0.0.1:%d", ports[1])
+			args = append(args, "--metrics-addr", addr, "--rest-addr", restAddr)
+			prof = &profiler{addr: addr, restAddr: restAddr, seconds: profile, path: base + ".cpu.pprof"}
 			hooks = runHooks{first: prof.start, last: prof.wait}
 		}
 		cmd = exec.Command(bin, append(args, props)...)
+		cmd.Env = append(os.Environ(), "KMIRROR_REST_TOKEN="+profileToken)
 	case MM2:
 		l4j := filepath.Join(e.Dir, "mm2-log4j2.properties")
 		if err := os.WriteFile(l4j, []byte(mm2Log4j), 0o644); err != nil {

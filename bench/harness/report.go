@@ -229,7 +229,7 @@ func profiles(b *strings.Builder, res *Results) {
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("\n### CPU profiles\n\n")
-	p("Go CPU profiles (`/debug/pprof/profile` of `--metrics-addr`) of the last round's runs, taken from the first record on the target ")
+	p("Go CPU profiles (`/debug/pprof/profile` of the REST API) of the last round's runs, taken from the first record on the target ")
 	p("for 80 %% of the earlier rounds' median copy time; each function's own (flat) time, grouped. ")
 	p("The profile files and `go tool pprof -top` of each are in the run's results folder.\n\n")
 	p("| where the CPU goes |")

@@ -2,21 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -35,7 +31,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	memLimit := fs.String("memory-limit", "128MiB", "soft limit of the Go heap (GOMEMLIMIT syntax; the GOMEMLIMIT variable wins); 'off' for none")
 	restAddr := fs.String("rest-addr", "", "serve the REST API at ADDR (overrides kmirror.rest.listener)")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and profiles at /debug/pprof/ (off when empty)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty); Go profiles are on the REST API, behind its token")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -71,14 +67,12 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	if *metricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		srv := &http.Server{Addr: *metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server failed", "addr", *metricsAddr, "err", err)
-			}
-		}()
+		srv, addr, err := rest.Serve(rest.Listen{Name: "metrics", Addr: *metricsAddr}, mux, log)
+		if err != nil {
+			fmt.Fprintln(stderr, "kmirror run:", err)
+			return 1
+		}
+		log.Info("metrics listening", "addr", addr.String())
 		defer srv.Close()
 	}
 
@@ -128,25 +122,8 @@ func startREST(cfg *config.Config, addr string, run *runner.Runner, log *slog.Lo
 	if token == "" && !cfg.REST.Open {
 		return nil, fmt.Errorf("the REST API needs a token: set %s (through a config provider) or %s, or %s = none for an open API", config.RESTTokenKey, restTokenEnv, config.RESTAuthKey)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("REST API: %w", err)
-	}
-	srv := &http.Server{Handler: rest.Handler(run, token, log), ReadHeaderTimeout: 5 * time.Second}
-	cert, key := cfg.REST.TLSCert, cfg.REST.TLSKey
-	go func() {
-		var err error
-		if cert != "" {
-			err = srv.ServeTLS(ln, cert, key)
-		} else {
-			err = srv.Serve(ln)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("REST API failed", "addr", addr, "err", err)
-		}
-	}()
-	log.Info("REST API listening", "addr", ln.Addr().String(), "tls", cert != "", "auth", token != "")
-	return srv, nil
+	srv, _, err := rest.Start(run, rest.Listen{Name: "REST API", Addr: addr, CertFile: cfg.REST.TLSCert, Key: cfg.REST.TLSKey}, token, log)
+	return srv, err
 }
 
 // setMemoryLimit applies --memory-limit unless GOMEMLIMIT is set. A

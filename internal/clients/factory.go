@@ -50,6 +50,11 @@ func New(name string, role Role, props map[string]string, extra ...kgo.Opt) (*kg
 	return cl, opts, nil
 }
 
+// MaxDecompressedBatchBytes bounds what one fetched batch may decompress
+// to (franz-go's default is 1 GiB): a batch crafted to decompress to
+// gigabytes (a zstd bomb) stops its partition instead of the process.
+const MaxDecompressedBatchBytes = 128 << 20
+
 // roleDefaults are kmirror's own defaults, which the Java properties of the
 // role override. A replicator's memory is mostly fetched data, so fetches are
 // smaller than Java's 50 MiB unless fetch.max.bytes says otherwise; a
@@ -61,6 +66,7 @@ func New(name string, role Role, props map[string]string, extra ...kgo.Opt) (*kg
 func roleDefaults(role Role, props map[string]string) []kgo.Opt {
 	opts := []kgo.Opt{kgo.MetadataMinAge(500 * time.Millisecond)}
 	if role == Consumer {
+		opts = append(opts, kgo.MaxDecompressBatchBytes(MaxDecompressedBatchBytes))
 		if _, ok := props["fetch.max.bytes"]; !ok {
 			opts = append(opts, kgo.FetchMaxBytes(DefaultFetchMaxBytes))
 		}

@@ -6,6 +6,7 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Metrics holds every metric of one kmirror process.
@@ -14,6 +15,8 @@ type Metrics struct {
 
 	RecordCount          *prometheus.CounterVec
 	ByteCount            *prometheus.CounterVec
+	RecordRate           *RateVec
+	ByteRate             *RateVec
 	RecordAgeMs          *WindowVec
 	ReplicationLatencyMs *WindowVec
 
@@ -24,7 +27,7 @@ type Metrics struct {
 	OffsetSyncFailures *prometheus.CounterVec
 	CorruptRecords     *prometheus.CounterVec
 
-	CheckpointLatencyMs *prometheus.GaugeVec
+	CheckpointLatencyMs *WindowVec
 	GroupOffsetsSynced  *prometheus.CounterVec
 
 	Health
@@ -32,7 +35,8 @@ type Metrics struct {
 
 var partLabels = []string{"source", "target", "topic", "partition"}
 
-// New registers every metric in a new registry.
+// New registers every metric in a new registry, with the Go runtime's and
+// the process's collectors.
 func New() *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
 	m.RecordCount = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -43,6 +47,10 @@ func New() *Metrics {
 		Name: "kafka_connect_mirror_source_connector_byte_count",
 		Help: "Value bytes replicated, per remote topic partition.",
 	}, partLabels)
+	m.RecordRate = NewRateVec("kafka_connect_mirror_source_connector_record_rate",
+		"Records acknowledged by the target per second, over the last 30 s.", m.RecordCount, partLabels)
+	m.ByteRate = NewRateVec("kafka_connect_mirror_source_connector_byte_rate",
+		"Value bytes replicated per second, over the last 30 s.", m.ByteCount, partLabels)
 	m.RecordAgeMs = NewWindowVec("kafka_connect_mirror_source_connector_record_age_ms", "Age of the last record read from the source, in milliseconds.", partLabels)
 	m.ReplicationLatencyMs = NewWindowVec("kafka_connect_mirror_source_connector_replication_latency_ms", "Time from the last record's timestamp to its acknowledgement by the target, in milliseconds.", partLabels)
 	m.RecordsLost = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -69,15 +77,15 @@ func New() *Metrics {
 		Name: "kmirror_internal_records_skipped_total",
 		Help: "Records of internal topics skipped because they could not be decoded.",
 	}, []string{"cluster", "topic"})
-	m.CheckpointLatencyMs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kafka_connect_mirror_checkpoint_connector_checkpoint_latency_ms",
-		Help: "Time from computing a checkpoint to its acknowledgement by the target, in milliseconds.",
-	}, []string{"source", "target", "group", "topic", "partition"})
+	m.CheckpointLatencyMs = NewWindowVec("kafka_connect_mirror_checkpoint_connector_checkpoint_latency_ms",
+		"Time from computing a checkpoint to its acknowledgement by the target, in milliseconds.",
+		[]string{"source", "target", "group", "topic", "partition"})
 	m.GroupOffsetsSynced = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kmirror_group_offsets_synced_total",
 		Help: "Partition offsets committed into consumer groups of the target (sync.group.offsets.enabled).",
 	}, []string{"source", "target", "group"})
-	m.Registry.MustRegister(m.RecordCount, m.ByteCount, m.RecordAgeMs, m.ReplicationLatencyMs,
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(m.RecordCount, m.ByteCount, m.RecordRate, m.ByteRate, m.RecordAgeMs, m.ReplicationLatencyMs,
 		m.RecordsLost, m.RecordsLooped, m.TopicsRecreated, m.PartitionErrors, m.OffsetSyncFailures, m.CorruptRecords,
 		m.CheckpointLatencyMs, m.GroupOffsetsSynced)
 	m.Health = newHealth(m.Registry)

@@ -40,8 +40,11 @@ func (b *bucket) add(v float64) {
 	b.sum += v
 }
 
-// Set records one measurement.
+// Set records one measurement; on a nil Window it does nothing.
 func (w *Window) Set(v float64) {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	w.roll()
 	w.last = v
@@ -124,6 +127,18 @@ func (v *WindowVec) With(l prometheus.Labels) *Window {
 		v.m[key] = e
 	}
 	return e.w
+}
+
+// WithLabelValues returns the Window of the label values, in the order the
+// family was described with, creating it.
+func (v *WindowVec) WithLabelValues(values ...string) *Window {
+	l := make(prometheus.Labels, len(v.labels))
+	for i, k := range v.labels {
+		if i < len(values) {
+			l[k] = values[i]
+		}
+	}
+	return v.With(l)
 }
 
 // Describe implements prometheus.Collector.

@@ -43,3 +43,35 @@ kafka_connect_mirror_source_connector_replication_latency_ms_max{topic="A.t"} 7
 		t.Error(err)
 	}
 }
+
+func TestRateVec(t *testing.T) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "c", Help: "h"}, []string{"topic"})
+	r := NewRateVec("r", "h", c, []string{"topic"})
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r)
+	c.WithLabelValues("A.t").Add(100)
+	steps := []struct {
+		after time.Duration
+		add   float64
+		want  string // exported series; empty: none yet
+	}{
+		{0, 0, ""},                    // first sample: no base yet
+		{10 * time.Second, 50, "5"},   // 50 in 10 s
+		{10 * time.Second, 150, "10"}, // 200 in 20 s
+		{20 * time.Second, 0, "5"},    // base: the newest sample 30 s or more old (150 at 10 s)
+		{30 * time.Second, 300, "10"}, // base moves to the sample at 40 s: 300 in 30 s
+	}
+	for i, s := range steps {
+		now = now.Add(s.after)
+		c.WithLabelValues("A.t").Add(s.add)
+		want := ""
+		if s.want != "" {
+			want = "# HELP r h\n# TYPE r gauge\nr{topic=\"A.t\"} " + s.want + "\n"
+		}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "r"); err != nil {
+			t.Errorf("step %d: %v", i, err)
+		}
+	}
+}

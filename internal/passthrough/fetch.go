@@ -258,6 +258,9 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 		if last < next {
 			continue
 		}
+		if !skip && b.NumRecords > 0 { // MM2's record age: at read time
+			p.recordAge.Set(float64(time.Now().UnixMilli() - b.MaxTimestamp))
+		}
 		switch {
 		case skip || b.NumRecords == 0:
 			items = append(items, item{skip: last})

@@ -22,6 +22,7 @@ type partition struct {
 
 	recordCount, byteCount prometheus.Counter
 	recordAge, latency     *metrics.Window
+	values                 valueSizer // value bytes for byteCount
 
 	datapath.Ledger
 	gen        int   // bumped when the fetch position jumps; older fetches are dropped

@@ -182,7 +182,7 @@ func New(cfg Config) *Pipeline {
 		autoPart:  auto,
 		issued:    make(map[int32]chan struct{}),
 		tadm:      tadm,
-		dec:       kgo.DefaultDecompressor(),
+		dec:       decompressorOf(cfg.Source),
 		enc:       newEncoder(),
 		wakeC:     make(chan struct{}, 1),
 		parts:     make(map[progress.TP]*partition),
@@ -433,4 +433,15 @@ func (pl *Pipeline) resolve(ctx context.Context, ps []*partition, list func(cont
 			p.gen++
 		}
 	}
+}
+
+// decompressorOf returns the decompressor of cl, bounded by its
+// MaxDecompressBatchBytes (kgo.DefaultDecompressor is not).
+func decompressorOf(cl *kgo.Client) kgo.Decompressor {
+	if cl != nil {
+		if d, ok := cl.OptValue(kgo.WithDecompressor).(kgo.Decompressor); ok {
+			return d
+		}
+	}
+	return kgo.DefaultDecompressor()
 }

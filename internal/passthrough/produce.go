@@ -323,13 +323,12 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		var maxTS int64
 		for _, h := range done {
 			recs += int64(h.count)
-			bytes += int64(len(h.raw))
+			bytes += p.values.size(h.raw, pl.dec) // MM2's byte-count: value bytes
 			maxTS = max(maxTS, h.maxTS)
 		}
 		pl.Acked(recs)
 		p.recordCount.Add(float64(recs))
 		p.byteCount.Add(float64(bytes))
-		p.recordAge.Set(float64(now - maxTS))
 		p.latency.Set(float64(now - maxTS))
 	}
 	if syncs {

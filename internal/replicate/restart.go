@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/progress"
 )
@@ -181,6 +182,14 @@ func (r *Replicator) startFetching(tp progress.TP, from int64) {
 func (r *Replicator) fetchError(ctx context.Context, tp progress.TP, err error) {
 	p := r.lookup(tp)
 	if p == nil {
+		return
+	}
+	if errors.Is(err, kgo.ErrMaxDecompress) { // franz-go fetches the partition no more
+		p.mu.Lock()
+		p.stopped, p.lastErr = true, err
+		p.mu.Unlock()
+		r.cfg.Metrics.PartitionErrors.WithLabelValues(r.cfg.SourceAlias, r.cfg.TargetAlias, tp.Topic, strconv.Itoa(int(tp.Partition)), "true").Inc()
+		r.cfg.Log.Error("partition stopped: a source batch decompresses beyond kmirror's bound", "topic", tp.Topic, "partition", tp.Partition, "limit", clients.MaxDecompressedBatchBytes, "err", err)
 		return
 	}
 	if !errors.Is(err, kerr.OffsetOutOfRange) {

@@ -1,5 +1,6 @@
 // Package rest serves kmirror's HTTP API: health for probes, and, behind a
-// bearer token, flow status, pause, resume, restart and configuration reload.
+// bearer token, flow status, pause, resume, restart, configuration reload
+// and Go profiles; and the limits every kmirror HTTP listener has.
 package rest
 
 import (
@@ -7,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 
 	"github.com/kmirror/kmirror/internal/datapath"
@@ -23,8 +26,23 @@ type Control interface {
 	Reload() error
 }
 
+// Start serves the API as l says, with token (see Handler), and warns
+// when an API without a token listens beyond loopback.
+func Start(c Control, l Listen, token string, log *slog.Logger) (*http.Server, net.Addr, error) {
+	srv, addr, err := Serve(l, Handler(c, token, log), log)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info(l.Name+" listening", "addr", addr.String(), "tls", l.CertFile != "", "auth", token != "")
+	if token == "" && !Loopback(l.Addr) {
+		log.Warn(l.Name+" has no authentication and listens beyond loopback: whoever reaches it can pause, restart and reload flows", "addr", addr.String())
+	}
+	return srv, addr, nil
+}
+
 // Handler returns the API. token guards every endpoint but /health and
-// /ready; an empty token turns the guard off (Options.NoAuth must say so).
+// /ready; an empty token turns the guard off (kmirror.rest.auth = none
+// must say so), and then Go profiles (/debug/pprof/) are not served.
 func Handler(c Control, token string, log *slog.Logger) http.Handler {
 	a := &api{c: c, token: token, log: log}
 	mux := http.NewServeMux()
@@ -36,6 +54,13 @@ func Handler(c Control, token string, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /flows/{name}/resume", a.auth(a.act("resume", c.Resume)))
 	mux.HandleFunc("POST /flows/{name}/restart", a.auth(a.act("restart", c.Restart)))
 	mux.HandleFunc("POST /reload", a.auth(a.reload))
+	if token != "" {
+		mux.HandleFunc("GET /debug/pprof/", a.auth(pprof.Index))
+		mux.HandleFunc("GET /debug/pprof/cmdline", a.auth(pprof.Cmdline))
+		mux.HandleFunc("GET /debug/pprof/profile", a.auth(pprof.Profile))
+		mux.HandleFunc("GET /debug/pprof/symbol", a.auth(pprof.Symbol))
+		mux.HandleFunc("GET /debug/pprof/trace", a.auth(pprof.Trace))
+	}
 	return mux
 }
 

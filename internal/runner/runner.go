@@ -79,7 +79,11 @@ func Load(path string, only []string, log *slog.Logger) (*config.Config, error) 
 
 // New returns a Runner for a configuration that Load returned.
 func New(path string, cfg *config.Config, only []string, m *metrics.Metrics, log *slog.Logger) *Runner {
-	return &Runner{path: path, cfg: cfg, only: only, m: m, log: log, fatal: make(chan error, 1), flows: make(map[string]*managed)}
+	r := &Runner{path: path, cfg: cfg, only: only, m: m, log: log, fatal: make(chan error, 1), flows: make(map[string]*managed)}
+	if m != nil {
+		m.Registry.MustRegister(stateCollector{r})
+	}
+	return r
 }
 
 func selected(cfg *config.Config, only []string) []*config.Flow {
