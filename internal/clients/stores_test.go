@@ -6,35 +6,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
-// keytool runs the JDK's keytool in dir.
-func keytool(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("keytool", args...)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("keytool %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// keytoolTrustStore imports caFile into a new trust store of type typ.
-func keytoolTrustStore(t *testing.T, dir, name, typ, pw, caFile string) string {
-	keytool(t, dir, "-importcert", "-noprompt", "-alias", "ca", "-file", caFile,
-		"-keystore", name, "-storetype", typ, "-storepass", pw)
-	return filepath.Join(dir, name)
-}
-
-// keytoolCA makes a CA in kca.p12 and returns it with its PEM file.
-func keytoolCA(t *testing.T, dir string) (*pki, string) {
-	keytool(t, dir, "-genkeypair", "-alias", "ca", "-keyalg", "EC", "-groupname", "secp256r1",
-		"-dname", "CN=keytool CA", "-ext", "bc:c", "-validity", "2",
-		"-keystore", "kca.p12", "-storetype", "PKCS12", "-storepass", "ca-pass")
-	keytool(t, dir, "-exportcert", "-rfc", "-alias", "ca", "-keystore", "kca.p12", "-storepass", "ca-pass", "-file", "kca.pem")
-	data, err := os.ReadFile(filepath.Join(dir, "kca.pem"))
+// keytoolCA makes testkafka's client CA in dir and returns it.
+func keytoolCA(t *testing.T, dir string) *pki {
+	data, err := os.ReadFile(testkafka.ClientCA(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,21 +23,7 @@ func keytoolCA(t *testing.T, dir string) (*pki, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &pki{cert: cert, pem: string(data)}, filepath.Join(dir, "kca.pem")
-}
-
-// keytoolClientStore makes a key store of type typ holding a client key
-// (password keyPw) and its certificate signed by the keytool CA.
-func keytoolClientStore(t *testing.T, dir, name, typ, storePw, keyPw string) string {
-	store := []string{"-keystore", name, "-storetype", typ, "-storepass", storePw}
-	keytool(t, dir, append([]string{"-genkeypair", "-alias", "client", "-keyalg", "EC", "-groupname", "secp256r1",
-		"-dname", "CN=kmirror client", "-validity", "2", "-keypass", keyPw}, store...)...)
-	keytool(t, dir, append([]string{"-certreq", "-alias", "client", "-keypass", keyPw, "-file", name + ".csr"}, store...)...)
-	keytool(t, dir, "-gencert", "-alias", "ca", "-keystore", "kca.p12", "-storepass", "ca-pass",
-		"-infile", name+".csr", "-outfile", name+".crt", "-rfc", "-ext", "eku=clientAuth", "-validity", "2")
-	keytool(t, dir, append([]string{"-importcert", "-noprompt", "-alias", "ca", "-file", "kca.pem"}, store...)...)
-	keytool(t, dir, append([]string{"-importcert", "-alias", "client", "-keypass", keyPw, "-file", name + ".crt"}, store...)...)
-	return filepath.Join(dir, name)
+	return &pki{cert: cert, pem: string(data)}
 }
 
 // opensslEncrypt encrypts a PKCS#8 PEM key with openssl pkcs8 -topk8.
@@ -79,17 +45,17 @@ func TestKeytoolStores(t *testing.T) {
 	ca := newCA(t, "server-ca")
 	caFile := writeFile(t, "ca.pem", ca.pem)
 	serverCert, serverKey := ca.issue(t, x509.ExtKeyUsageServerAuth, nil, net.ParseIP("127.0.0.1"))
-	kca, _ := keytoolCA(t, dir)
+	kca := keytoolCA(t, dir)
 	addr, _ := serve(t, serverCert, serverKey, nil)
 	mtlsAddr, _ := serve(t, serverCert, serverKey, kca)
 
-	trustJKS := keytoolTrustStore(t, dir, "trust.jks", "JKS", "trust-pass", caFile)
-	trustP12 := keytoolTrustStore(t, dir, "trust.p12", "PKCS12", "trust-pass", caFile)
+	trustJKS := testkafka.TrustStore(t, dir, "trust.jks", "JKS", "trust-pass", caFile)
+	trustP12 := testkafka.TrustStore(t, dir, "trust.p12", "PKCS12", "trust-pass", caFile)
 	otherCA := writeFile(t, "other.pem", newCA(t, "other").pem)
-	otherJKS := keytoolTrustStore(t, dir, "other.jks", "JKS", "trust-pass", otherCA)
-	clientJKS := keytoolClientStore(t, dir, "client.jks", "JKS", "store-pass", "key-pass")
-	clientJKSSame := keytoolClientStore(t, dir, "client2.jks", "JKS", "store-pass", "store-pass")
-	clientP12 := keytoolClientStore(t, dir, "client.p12", "PKCS12", "p12-pass", "p12-pass")
+	otherJKS := testkafka.TrustStore(t, dir, "other.jks", "JKS", "trust-pass", otherCA)
+	clientJKS := testkafka.ClientStore(t, dir, "client.jks", "JKS", "store-pass", "key-pass", "kmirror client")
+	clientJKSSame := testkafka.ClientStore(t, dir, "client2.jks", "JKS", "store-pass", "store-pass", "kmirror client")
+	clientP12 := testkafka.ClientStore(t, dir, "client.p12", "PKCS12", "p12-pass", "p12-pass", "kmirror client")
 
 	goCert, goKey := ca.issue(t, x509.ExtKeyUsageClientAuth, nil)
 	goMTLS, _ := serve(t, serverCert, serverKey, ca)
