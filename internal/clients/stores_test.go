@@ -67,6 +67,7 @@ func TestKeytoolStores(t *testing.T) {
 	jks := map[string]string{"ssl.truststore.location": trustJKS, "ssl.truststore.password": "trust-pass"}
 	handshakes(t, []handshake{
 		{"JKS truststore, default type", jks, addr, ""},
+		{"JKS truststore without password (no integrity check, as in Java)", map[string]string{"ssl.truststore.location": trustJKS}, addr, ""},
 		{"JKS truststore, type JKS", with(jks, "ssl.truststore.type", "JKS"), addr, ""},
 		{"JKS file read as PKCS12 type", with(jks, "ssl.truststore.type", "pkcs12"), addr, ""},
 		{"PKCS12 truststore", map[string]string{"ssl.truststore.type": "PKCS12", "ssl.truststore.location": trustP12, "ssl.truststore.password": "trust-pass"}, addr, ""},
@@ -89,7 +90,6 @@ func TestKeytoolStores(t *testing.T) {
 		want  string
 	}{
 		{"wrong JKS truststore password", map[string]string{"ssl.truststore.location": trustJKS, "ssl.truststore.password": "wrong-pass-1"}, "wrong ssl.truststore.password"},
-		{"JKS truststore without password", map[string]string{"ssl.truststore.location": trustJKS}, "ssl.truststore.password is required"},
 		{"wrong PKCS12 truststore password", map[string]string{"ssl.truststore.location": trustP12, "ssl.truststore.password": "wrong-pass-1"}, "wrong or missing ssl.truststore.password"},
 		{"JKS file with PEM type", map[string]string{"ssl.truststore.type": "PEM", "ssl.truststore.location": trustJKS}, "is not a PEM file but ssl.truststore.type=PEM"},
 		{"PEM file with JKS type", map[string]string{"ssl.truststore.type": "JKS", "ssl.truststore.location": caFile}, "is a PEM file but ssl.truststore.type=JKS"},

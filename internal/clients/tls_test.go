@@ -275,7 +275,7 @@ func TestTLSConfigErrors(t *testing.T) {
 		props map[string]string
 		want  string
 	}{
-		{"JKS file without password", map[string]string{"ssl.truststore.location": notPEM}, "ssl.truststore.password is required"},
+		{"damaged JKS file without password", map[string]string{"ssl.truststore.location": notPEM}, "cannot read JKS store"},
 		{"damaged JKS file", map[string]string{"ssl.truststore.location": notPEM, "ssl.truststore.type": "PKCS12", "ssl.truststore.password": "pw"}, "cannot read JKS store"},
 		{"JCEKS file", map[string]string{"ssl.truststore.location": writeFile(t, "s.jceks", "\xce\xce\xce\xce")}, "JCEKS store, which is not supported"},
 		{"unknown file", map[string]string{"ssl.truststore.location": writeFile(t, "s.bin", "junk")}, "neither a JKS, a PKCS12 nor a PEM file"},
