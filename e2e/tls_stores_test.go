@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -118,4 +119,73 @@ func TestTLSStores(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMTLS replicates from a listener that speaks SSL only and requires
+// client certificates: the broker knows kmirror by its certificate
+// (User:CN=kmirror), which comes from a PKCS12 key store made by keytool.
+// A self-signed certificate with the same name is refused.
+func TestMTLS(t *testing.T) {
+	dir := t.TempDir()
+	clientCA := testkafka.ClientCA(t, dir)
+	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true, Config: map[string]string{
+		// The SASL_SSL listener is turned into an SSL one.
+		"listener.security.protocol.map":                 "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SSL",
+		"listener.name.sasl_ssl.ssl.client.auth":         "required",
+		"listener.name.sasl_ssl.ssl.truststore.type":     "PEM",
+		"listener.name.sasl_ssl.ssl.truststore.location": clientCA,
+		"super.users": "User:ANONYMOUS;User:CN=kmirror",
+	}})[0]
+	plain := testkafka.Shared(t, 1)[0]
+	info := sec.Info()
+	const pw = "mtls-store-secret"
+	trust := testkafka.TrustStore(t, dir, "trust.p12", "PKCS12", pw, info.CAFile)
+	keys := testkafka.ClientStore(t, dir, "client.p12", "PKCS12", pw, pw, "kmirror")
+	// A self-signed certificate, which the broker does not trust.
+	testkafka.Keytool(t, dir, "-genkeypair", "-alias", "self", "-keyalg", "EC", "-groupname", "secp256r1",
+		"-dname", "CN=kmirror", "-validity", "2", "-keystore", "self.p12", "-storetype", "PKCS12", "-storepass", pw)
+	selfSigned := filepath.Join(dir, "self.p12")
+
+	for _, tc := range []struct {
+		name     string
+		keystore string
+		ok       bool
+	}{
+		{"known certificate", keys, true},
+		{"untrusted certificate", selfSigned, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, dst := alias(t, "src"), alias(t, "dst")
+			topic := testkafka.Topic(t, "mtls")
+			sec.CreateTopic(t, topic, 2, nil)
+			produceN(t, sec, topic, 2, 30, "mtls")
+			cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, sec, plain,
+				src+".bootstrap.servers = "+strings.Join(info.SecureBootstrap, ","),
+				src+".security.protocol = SSL",
+				src+".ssl.truststore.type = PKCS12",
+				src+".ssl.truststore.location = "+trust,
+				src+".ssl.truststore.password = "+pw,
+				src+".ssl.keystore.type = PKCS12",
+				src+".ssl.keystore.location = "+tc.keystore,
+				src+".ssl.keystore.password = "+pw,
+				src+"->"+dst+".topics = "+topic))
+			if !tc.ok {
+				out, code := runKmirror(t, 60*time.Second, "run", cfg)
+				if code == 0 || !strings.Contains(out, "cluster "+src+" is unreachable or refuses kmirror") {
+					t.Errorf("exit %d, output:\n%s", code, out)
+				}
+				return
+			}
+			p := startKmirror(t, cfg)
+			remote := src + "." + topic
+			waitFor(t, 90*time.Second, "30 records in "+remote, func() bool {
+				return hasTopic(t, plain, remote) && countAll(t, plain, remote) == 30
+			})
+			p.stop()
+			sameRecords(t, sec.ReadAll(t, topic), plain.ReadAll(t, remote), "")
+			if strings.Contains(p.log.String(), pw) {
+				t.Error("kmirror's log shows the store password")
+			}
+		})
+	}
 }
