@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,6 +10,19 @@ import (
 	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
+// startClientAuth starts a secure cluster whose SASL_SSL listener requires
+// client certificates signed by testkafka.ClientCA(t, dir); extra is added
+// to the broker settings.
+func startClientAuth(t *testing.T, dir string, extra map[string]string) *testkafka.Cluster {
+	cfg := map[string]string{
+		"listener.name.sasl_ssl.ssl.client.auth":         "required",
+		"listener.name.sasl_ssl.ssl.truststore.type":     "PEM",
+		"listener.name.sasl_ssl.ssl.truststore.location": testkafka.ClientCA(t, dir),
+	}
+	maps.Copy(cfg, extra)
+	return testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true, Config: cfg})[0]
+}
+
 // TestTLSStores replicates from and to a SASL_SSL listener that also
 // requires a client certificate (ssl.client.auth=required), with trust and
 // key stores made by keytool: JKS stores (key password apart from the store
@@ -16,12 +30,7 @@ import (
 // a key store the broker refuses kmirror. No store password is logged.
 func TestTLSStores(t *testing.T) {
 	dir := t.TempDir()
-	clientCA := testkafka.ClientCA(t, dir)
-	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true, Config: map[string]string{
-		"listener.name.sasl_ssl.ssl.client.auth":         "required",
-		"listener.name.sasl_ssl.ssl.truststore.type":     "PEM",
-		"listener.name.sasl_ssl.ssl.truststore.location": clientCA,
-	}})[0]
+	sec := startClientAuth(t, dir, nil)
 	plain := testkafka.Shared(t, 1)[0]
 	info := sec.Info()
 
@@ -127,15 +136,11 @@ func TestTLSStores(t *testing.T) {
 // A self-signed certificate with the same name is refused.
 func TestMTLS(t *testing.T) {
 	dir := t.TempDir()
-	clientCA := testkafka.ClientCA(t, dir)
-	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true, Config: map[string]string{
+	sec := startClientAuth(t, dir, map[string]string{
 		// The SASL_SSL listener is turned into an SSL one.
-		"listener.security.protocol.map":                 "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SSL",
-		"listener.name.sasl_ssl.ssl.client.auth":         "required",
-		"listener.name.sasl_ssl.ssl.truststore.type":     "PEM",
-		"listener.name.sasl_ssl.ssl.truststore.location": clientCA,
-		"super.users": "User:ANONYMOUS;User:CN=kmirror",
-	}})[0]
+		"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SSL",
+		"super.users":                    "User:ANONYMOUS;User:CN=kmirror",
+	})
 	plain := testkafka.Shared(t, 1)[0]
 	info := sec.Info()
 	const pw = "mtls-store-secret"
