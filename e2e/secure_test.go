@@ -8,13 +8,20 @@ import (
 	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
+const oauthModule = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
 // TestSecureTarget replicates into a cluster that takes only SASL_SSL, with
-// SCRAM-SHA-512 and with PLAIN, configured with MM2's property names; the password comes
+// SCRAM-SHA-512, with PLAIN and with OAUTHBEARER (the brokers' unsecured
+// test mode), configured with MM2's property names; the password comes
 // from a file through MM2's FileConfigProvider. A wrong password fails
-// loudly without printing it.
+// loudly without printing it. Then kmirror mm1 copies the topic with a
+// MirrorMaker 1 producer file that uses a JKS trust store.
 func TestSecureTarget(t *testing.T) {
 	a := testkafka.Shared(t, 1)[0]
-	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true})[0]
+	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true, Config: map[string]string{
+		"listener.name.sasl_ssl.sasl.enabled.mechanisms":      "SCRAM-SHA-512,PLAIN,OAUTHBEARER",
+		"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": oauthModule + ` required unsecuredLoginStringClaim_sub="broker";`,
+	}})[0]
 	info := sec.Info()
 	topic := testkafka.Topic(t, "secure")
 	a.CreateTopic(t, topic, 2, nil)
@@ -24,8 +31,12 @@ func TestSecureTarget(t *testing.T) {
 	config := func(mechanism, passwordKey string) string {
 		src, dst := alias(t, "src"), "secure"
 		module := "org.apache.kafka.common.security.scram.ScramLoginModule"
-		if mechanism == "PLAIN" {
+		creds := ` username="admin" password="${file:` + secrets + `:` + passwordKey + `}";`
+		switch mechanism {
+		case "PLAIN":
 			module = "org.apache.kafka.common.security.plain.PlainLoginModule"
+		case "OAUTHBEARER":
+			module, creds = oauthModule, ` unsecuredLoginStringClaim_sub="admin";`
 		}
 		return strings.Join([]string{
 			"config.providers = file",
@@ -35,7 +46,7 @@ func TestSecureTarget(t *testing.T) {
 			dst + ".bootstrap.servers = " + strings.Join(info.SecureBootstrap, ","),
 			dst + ".security.protocol = SASL_SSL",
 			dst + ".sasl.mechanism = " + mechanism,
-			dst + ".sasl.jaas.config = " + module + ` required username="admin" password="${file:` + secrets + `:` + passwordKey + `}";`,
+			dst + ".sasl.jaas.config = " + module + " required" + creds,
 			dst + ".ssl.truststore.type = PEM",
 			dst + ".ssl.truststore.location = " + info.CAFile,
 			src + "->" + dst + ".enabled = true",
@@ -49,7 +60,7 @@ func TestSecureTarget(t *testing.T) {
 		}, "\n") + "\n"
 	}
 
-	for _, mech := range []string{"SCRAM-SHA-512", "PLAIN"} {
+	for _, mech := range []string{"SCRAM-SHA-512", "PLAIN", "OAUTHBEARER"} {
 		cfg := writeFile(t, "mm2.properties", config(mech, "admin.password"))
 		copies := func() int {
 			n := 0
@@ -77,5 +88,27 @@ func TestSecureTarget(t *testing.T) {
 	if strings.Contains(out, "not-the-password-42") {
 		t.Errorf("output shows the wrong password:\n%s", out)
 	}
-	t.Log("replicated 50 records over SASL_SSL with SCRAM-SHA-512 and with PLAIN")
+	t.Log("replicated 50 records over SASL_SSL with SCRAM-SHA-512, PLAIN and OAUTHBEARER")
+
+	// A MirrorMaker 1 producer file as cloud providers hand them out: PLAIN
+	// over SASL_SSL, a JKS trust store made by keytool, no host name check.
+	trust := testkafka.TrustStore(t, t.TempDir(), "kafka.client.truststore.jks", "JKS", "KafkaTrustStorePass", info.CAFile)
+	consumer := writeFile(t, "consumer.properties", "bootstrap.servers="+strings.Join(a.Bootstrap, ",")+"\ngroup.id="+topic+"-mm1\n")
+	producer := writeFile(t, "producer.properties", strings.Join([]string{
+		"bootstrap.servers=" + strings.Join(info.SecureBootstrap, ","),
+		`sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="` + info.Password("admin") + `";`,
+		"sasl.mechanism=PLAIN",
+		"security.protocol=SASL_SSL",
+		"ssl.truststore.location=" + trust,
+		"ssl.truststore.password=KafkaTrustStorePass",
+		"ssl.endpoint.identification.algorithm=",
+	}, "\n")+"\n")
+	p := startMM1(t, t.TempDir(), "--consumer.config", consumer, "--producer.config", producer,
+		"--whitelist", topic, "--replication.factor", "1")
+	waitFor(t, 90*time.Second, "MM1's copy on the secure cluster", func() bool { return countOrZero(t, sec, topic) == 50 })
+	p.stop()
+	sameRecords(t, a.ReadAll(t, topic), sec.ReadAll(t, topic), "")
+	if log := p.log.String(); strings.Contains(log, "KafkaTrustStorePass") || strings.Contains(log, info.Password("admin")) {
+		t.Error("kmirror mm1's log shows a password")
+	}
 }

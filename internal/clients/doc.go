@@ -2,9 +2,12 @@
 // properties found in MirrorMaker 2 configs ("bootstrap.servers",
 // "security.protocol", "ssl.*", "sasl.*" and the common tuning keys).
 //
-// Only PEM key material is supported (Go's standard library reads neither
-// JKS nor PKCS12), and only the PLAIN and SCRAM SASL mechanisms, configured
-// through sasl.jaas.config. Keys that have no franz-go equivalent, or that do
+// Key and trust stores may be JKS (Java's default type), PKCS12 or PEM, with
+// ssl.keystore.password, ssl.truststore.password and ssl.key.password as in
+// Java; encrypted PEM keys must be PBES2 PKCS#8. The SASL mechanisms are
+// PLAIN, SCRAM, GSSAPI (Kerberos, with Krb5LoginModule's key tab or ticket
+// cache options) and OAUTHBEARER (the unsecured tokens of Kafka's default
+// login handler), configured through sasl.jaas.config. Keys that have no franz-go equivalent, or that do
 // not apply to the requested role, are ignored and reported by Unused.
 //
 // Errors and String methods never include passwords, JAAS configs or key

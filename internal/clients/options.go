@@ -212,7 +212,7 @@ func (b *builder) connection() {
 	}
 }
 
-// saslMechanism builds PLAIN or SCRAM from sasl.mechanism and sasl.jaas.config.
+// saslMechanism builds PLAIN, SCRAM, GSSAPI or OAUTHBEARER from sasl.mechanism and sasl.jaas.config.
 func (b *builder) saslMechanism() (sasl.Mechanism, error) {
 	mech, ok := b.get("sasl.mechanism")
 	mech = strings.TrimSpace(mech)
@@ -220,9 +220,9 @@ func (b *builder) saslMechanism() (sasl.Mechanism, error) {
 		mech = "GSSAPI" // Java's default
 	}
 	switch mech {
-	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER":
 	default:
-		return nil, fmt.Errorf("sasl.mechanism: %q is not supported (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)", mech)
+		return nil, fmt.Errorf("sasl.mechanism: %q is not supported (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI or OAUTHBEARER)", mech)
 	}
 	raw, ok := b.get("sasl.jaas.config")
 	if !ok || strings.TrimSpace(raw) == "" {
@@ -231,6 +231,12 @@ func (b *builder) saslMechanism() (sasl.Mechanism, error) {
 	j, err := ParseJAAS(raw)
 	if err != nil {
 		return nil, err
+	}
+	switch mech {
+	case "GSSAPI":
+		return b.gssapi(j)
+	case "OAUTHBEARER":
+		return b.oauthBearer(j)
 	}
 	user, _ := j.Option("username")
 	pass, hasPass := j.Option("password")

@@ -1,7 +1,6 @@
 package clients
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -131,40 +130,54 @@ func cipherSuites(list string) ([]uint16, error) {
 	return ids, nil
 }
 
-// pemOnly explains that a store type cannot be read.
-func pemOnly(key, typ string) error {
-	return fmt.Errorf("%s=%s is not supported: convert the store to PEM and set %s=PEM", key, typ, key)
-}
-
-// trustStore returns the CA pool from ssl.truststore.*; nil means system roots.
+// trustStore returns the CA pool from ssl.truststore.*; nil means system
+// roots. The store type defaults to JKS as in Java; a JKS or PKCS12 file is
+// read whichever of the two types is set, and a PEM file also when no type
+// is set.
 func (b *builder) trustStore() (*x509.CertPool, error) {
-	typ, typSet := b.get("ssl.truststore.type")
+	typ, _ := b.get("ssl.truststore.type")
 	typ = strings.ToUpper(strings.TrimSpace(typ))
 	loc, hasLoc := b.get("ssl.truststore.location")
 	certs, hasCerts := b.get("ssl.truststore.certificates")
-	if hasLoc && strings.TrimSpace(loc) == "" {
-		hasLoc = false
-	}
-	if hasCerts && strings.TrimSpace(certs) == "" {
-		hasCerts = false
-	}
-	if typSet && typ != "PEM" && typ != "" && (hasLoc || hasCerts) {
-		return nil, pemOnly("ssl.truststore.type", typ)
+	pw, _ := b.get("ssl.truststore.password")
+	hasLoc = hasLoc && strings.TrimSpace(loc) != ""
+	hasCerts = hasCerts && strings.TrimSpace(certs) != ""
+	if err := storeType("ssl.truststore.type", typ); err != nil && (hasLoc || hasCerts) {
+		return nil, err
 	}
 	var data []byte
 	switch {
 	case hasLoc && hasCerts:
 		return nil, errors.New("ssl.truststore.location and ssl.truststore.certificates are mutually exclusive")
 	case hasCerts:
+		if typ != "" && typ != "PEM" {
+			return nil, fmt.Errorf("ssl.truststore.certificates needs ssl.truststore.type=PEM, not %s", typ)
+		}
 		data = []byte(certs)
 	case hasLoc:
 		var err error
 		if data, err = os.ReadFile(loc); err != nil {
 			return nil, fmt.Errorf("ssl.truststore.location: %w", err)
 		}
-		if !bytes.Contains(data, []byte("-----BEGIN")) {
-			// Java's default store type is JKS; only PEM files can be read.
-			return nil, fmt.Errorf("ssl.truststore.location: %s is not a PEM file: JKS and PKCS12 truststores are not supported, convert it to PEM and set ssl.truststore.type=PEM", loc)
+		f := sniffStore(data)
+		switch {
+		case typ == "PEM" && f != formatPEM:
+			return nil, fmt.Errorf("ssl.truststore.location: %s is not a PEM file but ssl.truststore.type=PEM", loc)
+		case typ == "" && f == formatPEM:
+			// A PEM file without a type: read it rather than fail.
+		case typ != "PEM":
+			if err := binaryFormat("ssl.truststore.location", loc, typ, f); err != nil {
+				return nil, err
+			}
+			list, err := storeTrust(loc, pw, data, f)
+			if err != nil {
+				return nil, err
+			}
+			pool := x509.NewCertPool()
+			for _, c := range list {
+				pool.AddCert(c)
+			}
+			return pool, nil
 		}
 	default:
 		return nil, nil
@@ -200,18 +213,23 @@ func (b *builder) trustKey(fromFile bool) string {
 	return "ssl.truststore.certificates"
 }
 
-// keyStore returns the client certificate from ssl.keystore.*, or nil.
+// keyStore returns the client certificate from ssl.keystore.*, or nil. The
+// type defaults to JKS as for the trust store; ssl.key.password decrypts
+// the key (a JKS entry's, or an encrypted PKCS#8 PEM key) and defaults to
+// ssl.keystore.password for JKS and PKCS12 stores.
 func (b *builder) keyStore() (*tls.Certificate, error) {
-	typ, typSet := b.get("ssl.keystore.type")
+	typ, _ := b.get("ssl.keystore.type")
 	typ = strings.ToUpper(strings.TrimSpace(typ))
 	loc, hasLoc := b.get("ssl.keystore.location")
 	chain, hasChain := b.get("ssl.keystore.certificate.chain")
 	key, hasKey := b.get("ssl.keystore.key")
+	storePw, _ := b.get("ssl.keystore.password")
+	keyPw, keyPwSet := b.get("ssl.key.password")
 	hasLoc = hasLoc && strings.TrimSpace(loc) != ""
 	hasChain = hasChain && strings.TrimSpace(chain) != ""
 	hasKey = hasKey && strings.TrimSpace(key) != ""
-	if typSet && typ != "PEM" && typ != "" && (hasLoc || hasChain || hasKey) {
-		return nil, pemOnly("ssl.keystore.type", typ)
+	if err := storeType("ssl.keystore.type", typ); err != nil && (hasLoc || hasChain || hasKey) {
+		return nil, err
 	}
 	var certPEM, keyPEM []byte
 	where := "ssl.keystore.location"
@@ -221,6 +239,9 @@ func (b *builder) keyStore() (*tls.Certificate, error) {
 	case hasChain != hasKey:
 		return nil, errors.New("ssl.keystore.certificate.chain and ssl.keystore.key must be set together")
 	case hasChain:
+		if typ != "" && typ != "PEM" {
+			return nil, fmt.Errorf("ssl.keystore.certificate.chain and ssl.keystore.key need ssl.keystore.type=PEM, not %s", typ)
+		}
 		certPEM, keyPEM = []byte(chain), []byte(key)
 		where = "ssl.keystore.certificate.chain/ssl.keystore.key"
 	case hasLoc:
@@ -228,14 +249,25 @@ func (b *builder) keyStore() (*tls.Certificate, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ssl.keystore.location: %w", err)
 		}
-		if !bytes.Contains(data, []byte("-----BEGIN")) {
-			return nil, fmt.Errorf("ssl.keystore.location: %s is not a PEM file: JKS and PKCS12 keystores are not supported, convert it to PEM and set ssl.keystore.type=PEM", loc)
+		f := sniffStore(data)
+		switch {
+		case typ == "PEM" && f != formatPEM:
+			return nil, fmt.Errorf("ssl.keystore.location: %s is not a PEM file but ssl.keystore.type=PEM", loc)
+		case typ == "" && f == formatPEM, typ == "PEM":
+			certPEM, keyPEM = data, data
+		default:
+			if err := binaryFormat("ssl.keystore.location", loc, typ, f); err != nil {
+				return nil, err
+			}
+			if certPEM, keyPEM, err = storeKeyPair(loc, storePw, keyPw, keyPwSet, data, f); err != nil {
+				return nil, err
+			}
 		}
-		certPEM, keyPEM = data, data
 	default:
 		return nil, nil
 	}
-	if err := checkKeyNotEncrypted(keyPEM); err != nil {
+	keyPEM, err := decryptPEMKey(keyPEM, keyPw, keyPwSet)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
@@ -246,17 +278,30 @@ func (b *builder) keyStore() (*tls.Certificate, error) {
 	return &cert, nil
 }
 
-// checkKeyNotEncrypted rejects encrypted private keys, which the standard
-// library cannot decrypt (ssl.key.password is therefore not supported).
-func checkKeyNotEncrypted(data []byte) error {
+// decryptPEMKey replaces an encrypted PKCS#8 key in PEM data by the
+// decrypted one, using ssl.key.password. Legacy OpenSSL encryption
+// ("Proc-Type" headers) is refused, as Kafka refuses it.
+func decryptPEMKey(data []byte, pw string, pwSet bool) ([]byte, error) {
+	var out []byte
 	for rest := data; ; {
 		var blk *pem.Block
 		blk, rest = pem.Decode(rest)
 		if blk == nil {
-			return nil
+			return out, nil
 		}
-		if blk.Type == "ENCRYPTED PRIVATE KEY" || (strings.HasSuffix(blk.Type, "PRIVATE KEY") && blk.Headers["Proc-Type"] != "") {
-			return errors.New("encrypted private keys are not supported (ssl.key.password): store the key unencrypted, e.g. openssl pkcs8 -topk8 -nocrypt")
+		switch {
+		case blk.Type == "ENCRYPTED PRIVATE KEY":
+			if !pwSet {
+				return nil, errors.New("the private key is encrypted: set ssl.key.password")
+			}
+			der, err := decryptPKCS8(blk.Bytes, pw)
+			if err != nil {
+				return nil, err
+			}
+			blk = &pem.Block{Type: "PRIVATE KEY", Bytes: der}
+		case strings.HasSuffix(blk.Type, "PRIVATE KEY") && blk.Headers["Proc-Type"] != "":
+			return nil, errors.New("legacy OpenSSL-encrypted keys are not supported: convert the key to encrypted PKCS#8 (openssl pkcs8 -topk8 -v2 aes-256-cbc)")
 		}
+		out = append(out, pem.EncodeToMemory(blk)...)
 	}
 }

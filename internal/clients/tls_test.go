@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"maps"
 	"math/big"
 	"net"
 	"os"
@@ -155,6 +156,40 @@ func writeFile(t *testing.T, name, data string) string {
 	return p
 }
 
+// with returns a copy of base with the key, value pairs kv set.
+func with(base map[string]string, kv ...string) map[string]string {
+	m := maps.Clone(base)
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// handshake is one dial with props to addr; fail is a substring of the
+// expected error, "" for success.
+type handshake struct {
+	name  string
+	props map[string]string
+	addr  string
+	fail  string
+}
+
+func handshakes(t *testing.T, cases []handshake) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := dial(t, tc.props, tc.addr)
+			switch {
+			case tc.fail == "" && err != nil:
+				t.Errorf("handshake failed: %v", err)
+			case tc.fail != "" && err == nil:
+				t.Errorf("handshake succeeded, want error containing %q", tc.fail)
+			case tc.fail != "" && !strings.Contains(err.Error(), tc.fail):
+				t.Errorf("err = %v, want %q", err, tc.fail)
+			}
+		})
+	}
+}
+
 func TestTLS(t *testing.T) {
 	ca := newCA(t, "test-ca")
 	rogue := newCA(t, "rogue-ca")
@@ -171,22 +206,7 @@ func TestTLS(t *testing.T) {
 	mtlsAddr, _ := serve(t, good, goodKey, ca)
 
 	trustFile := map[string]string{"ssl.truststore.type": "PEM", "ssl.truststore.location": caFile}
-	with := func(base map[string]string, kv ...string) map[string]string {
-		m := map[string]string{}
-		for k, v := range base {
-			m[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
-	for _, tc := range []struct {
-		name  string
-		props map[string]string
-		addr  string
-		fail  string // substring of the expected error; "" = success
-	}{
+	handshakes(t, []handshake{
 		{"file truststore", trustFile, goodAddr, ""},
 		{"inline truststore", map[string]string{"ssl.truststore.type": "PEM", "ssl.truststore.certificates": ca.pem}, goodAddr, ""},
 		{"PEM file without type", map[string]string{"ssl.truststore.location": caFile}, goodAddr, ""},
@@ -200,19 +220,7 @@ func TestTLS(t *testing.T) {
 		{"mTLS keystore file", with(trustFile, "ssl.keystore.type", "PEM", "ssl.keystore.location", keystoreFile), mtlsAddr, ""},
 		{"mTLS inline keystore", with(trustFile, "ssl.keystore.type", "PEM", "ssl.keystore.certificate.chain", clientCert, "ssl.keystore.key", clientKey), mtlsAddr, ""},
 		{"TLS 1.2 only", with(trustFile, "ssl.enabled.protocols", "TLSv1.2"), goodAddr, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := dial(t, tc.props, tc.addr)
-			switch {
-			case tc.fail == "" && err != nil:
-				t.Errorf("handshake failed: %v", err)
-			case tc.fail != "" && err == nil:
-				t.Errorf("handshake succeeded, want error containing %q", tc.fail)
-			case tc.fail != "" && !strings.Contains(err.Error(), tc.fail):
-				t.Errorf("err = %v, want %q", err, tc.fail)
-			}
-		})
-	}
+	})
 }
 
 // TestTLSThroughKgo checks the options end to end: a kgo client built from
@@ -267,13 +275,17 @@ func TestTLSConfigErrors(t *testing.T) {
 		props map[string]string
 		want  string
 	}{
-		{"JKS file without type", map[string]string{"ssl.truststore.location": notPEM}, "is not a PEM file"},
-		{"PKCS12 type", map[string]string{"ssl.truststore.location": notPEM, "ssl.truststore.type": "PKCS12"}, "ssl.truststore.type=PKCS12 is not supported"},
+		{"damaged JKS file without password", map[string]string{"ssl.truststore.location": notPEM}, "cannot read JKS store"},
+		{"damaged JKS file", map[string]string{"ssl.truststore.location": notPEM, "ssl.truststore.type": "PKCS12", "ssl.truststore.password": "pw"}, "cannot read JKS store"},
+		{"JCEKS file", map[string]string{"ssl.truststore.location": writeFile(t, "s.jceks", "\xce\xce\xce\xce")}, "JCEKS store, which is not supported"},
+		{"unknown file", map[string]string{"ssl.truststore.location": writeFile(t, "s.bin", "junk")}, "neither a JKS, a PKCS12 nor a PEM file"},
+		{"inline certificates with JKS type", map[string]string{"ssl.truststore.certificates": ca.pem, "ssl.truststore.type": "JKS"}, "needs ssl.truststore.type=PEM"},
 		{"both truststores", map[string]string{"ssl.truststore.location": notPEM, "ssl.truststore.certificates": ca.pem}, "mutually exclusive"},
 		{"no certs", map[string]string{"ssl.truststore.certificates": key}, "no PEM certificates"},
-		{"JKS keystore file", map[string]string{"ssl.keystore.location": notPEM}, "is not a PEM file"},
+		{"JKS keystore without password", map[string]string{"ssl.keystore.location": notPEM}, "ssl.keystore.password is required"},
 		{"chain without key", map[string]string{"ssl.keystore.certificate.chain": cert}, "must be set together"},
-		{"encrypted key", map[string]string{"ssl.keystore.certificate.chain": cert, "ssl.keystore.key": encKey, "ssl.key.password": "pw"}, "encrypted private keys are not supported"},
+		{"encrypted key", map[string]string{"ssl.keystore.certificate.chain": cert, "ssl.keystore.key": encKey, "ssl.key.password": "pw"}, "malformed encrypted private key"},
+		{"legacy encrypted key", map[string]string{"ssl.keystore.certificate.chain": cert, "ssl.keystore.key": "-----BEGIN EC PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,00\n\nAAAA\n-----END EC PRIVATE KEY-----\n", "ssl.key.password": "pw"}, "legacy OpenSSL-encrypted keys"},
 		{"mismatched key", map[string]string{"ssl.keystore.certificate.chain": cert, "ssl.keystore.key": otherKey}, "invalid certificate or key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,7 @@ type Options struct {
 	Nodes    int               // per cluster; default 1
 	Secure   bool              // add the SASL_SSL listener, users and ACLs
 	Config   map[string]string // extra broker settings
+	JVMFlags []string          // extra JVM flags for the nodes, e.g. -Dname=value
 }
 
 // KafkaVersion is the Apache Kafka release the harness runs.
@@ -154,6 +156,7 @@ func Start(t testing.TB, opts Options) []*Cluster {
 	})
 	run, err := up(t, kafkalocal.Options{
 		Clusters: opts.Clusters, Nodes: opts.Nodes, Secure: opts.Secure, Config: opts.Config, Dir: dir,
+		JVMOpts: jvmOpts(opts.JVMFlags),
 	})
 	if err != nil {
 		t.Fatalf("testkafka: start clusters: %v", err)
@@ -163,6 +166,15 @@ func Start(t testing.TB, opts Options) []*Cluster {
 		cs = append(cs, newCluster(run, c, false))
 	}
 	return cs
+}
+
+// jvmOpts is kafkalocal's default JVM options followed by flags; nil keeps
+// the default.
+func jvmOpts(flags []string) []string {
+	if len(flags) == 0 {
+		return nil
+	}
+	return append(slices.Clone(kafkalocal.DefaultJVMOpts), flags...)
 }
 
 // up starts clusters that die with this process.
