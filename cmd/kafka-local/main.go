@@ -75,6 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		nodes := fs.Int("nodes", 1, "nodes per cluster")
 		secure := fs.Bool("secure", false, "add a SASL_SSL listener with SCRAM-SHA-512/PLAIN users and ACLs")
 		timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for the clusters")
+		version := fs.String("version", kafkalocal.KafkaVersion, "Kafka release to start (older ones: docs/compatibility.md)")
 		config := map[string]string{}
 		fs.Func("config", "extra broker setting k=v (repeatable)", func(s string) error {
 			k, v, ok := strings.Cut(s, "=")
@@ -87,14 +88,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if fs.Parse(args) != nil {
 			return 2
 		}
-		libs, err := kafkalocal.ResolveLibs(ctx, root, stderr)
+		libs, err := kafkalocal.ResolveVersionLibs(ctx, root, *version, stderr)
 		if err != nil {
 			return fail(stderr, err)
 		}
 		start := time.Now()
 		r, err := kafkalocal.Up(ctx, kafkalocal.Options{
 			Clusters: *clusters, Nodes: *nodes, Secure: *secure, Dir: *dir,
-			Libs: libs, Config: config, Timeout: *timeout, Log: stderr,
+			Libs: libs, Config: config, Timeout: *timeout, Log: stderr, Version: *version,
 		})
 		if err != nil {
 			return fail(stderr, err)
