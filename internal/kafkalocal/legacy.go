@@ -23,7 +23,7 @@ import (
 
 // ZooKeeperVersions lists the releases Up starts on ZooKeeper, with what a
 // broker of that version needs on Java 17 besides the jars (nothing so far).
-var ZooKeeperVersions = []string{"1.1.1", "2.8.2"}
+var ZooKeeperVersions = []string{"0.11.0.3", "1.1.1", "2.8.2"}
 
 // KRaftVersions lists the old KRaft releases Up starts like the pinned one.
 var KRaftVersions = []string{"3.9.1"}
