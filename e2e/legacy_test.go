@@ -152,7 +152,10 @@ func legacyFlow(t *testing.T, a, b *testkafka.Cluster, path, prefix string, topi
 		"sync.group.offsets.interval.seconds = 1",
 		"emit.checkpoints.interval.seconds = 1",
 		"refresh.groups.interval.seconds = 1",
-		"sync.topic.configs.interval.seconds = 1")...)))
+		"sync.topic.configs.interval.seconds = 1",
+		// MM2's default exclude list holds message.timestamp.difference.max.ms:
+		// leave it out so that its translation is tested too.
+		"config.properties.exclude = min.insync.replicas")...)))
 
 	for _, tp := range topics {
 		remote := src + "." + tp.name

@@ -26,6 +26,10 @@ Usage:
         format and start N clusters (A, B, ...) of M KRaft broker+controller
         nodes; print their bootstrap servers and write RUNDIR/clusters.json
         and RUNDIR/clusters.env
+  kafka-local up --version V [--clusters N] [--nodes M] ...
+        an older Kafka instead (docs/compatibility.md): 0.11.0.3, 1.1.1 and
+        2.8.2 on ZooKeeper (one per cluster), 3.9.1 on KRaft; jars from
+        scripts/kafka/V/pom.xml, fetched on first use
   kafka-local down [--dir RUNDIR] [--timeout 20s]
         stop every node started under RUNDIR (SIGTERM, then SIGKILL)
   kafka-local status [--dir RUNDIR]

@@ -44,8 +44,12 @@ func (s *Syncer) targetKnown(ctx context.Context) map[string]bool {
 			continue
 		}
 		known := make(map[string]bool, len(rcs[0].Configs))
+		s.defaults = make(map[string]string)
 		for _, c := range rcs[0].Configs {
 			known[c.Key] = true
+			if c.Value != nil && c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+				s.defaults[c.Key] = *c.Value
+			}
 		}
 		s.known = known
 		return known
@@ -66,10 +70,16 @@ func (s *Syncer) translate(topic string, cs []kadm.Config, known map[string]bool
 	index := make(map[string]int, len(cs))
 	var moved []kadm.Config
 	for _, c := range cs {
+		if c.Source == sourceV0 {
+			c.Source = s.guessSource(c)
+		}
 		if known[c.Key] {
 			index[c.Key] = len(out)
 			out = append(out, c)
 			continue
+		}
+		if s.ConfigExclude != nil && s.ConfigExclude.MatchString(c.Key) {
+			continue // not replicated at all (config.properties.exclude)
 		}
 		news := renamed[c.Key]
 		var usable []string
@@ -106,6 +116,21 @@ func (s *Syncer) translate(topic string, cs []kadm.Config, known map[string]bool
 		}
 	}
 	return out
+}
+
+// sourceV0 is the Source of a config described by a broker that answers
+// only DescribeConfigs v0 (Kafka 0.11 to 1.0): its is_default flag is lost
+// on the way through kadm.
+const sourceV0 kmsg.ConfigSource = -1
+
+// guessSource tells, for a config described without its source, whether it
+// is a default: when its value is the target's default for that key it is
+// taken as one, otherwise as set on the topic.
+func (s *Syncer) guessSource(c kadm.Config) kmsg.ConfigSource {
+	if d, ok := s.defaults[c.Key]; ok && c.Value != nil && *c.Value == d {
+		return kmsg.ConfigSourceDefaultConfig
+	}
+	return kmsg.ConfigSourceDynamicTopicConfig
 }
 
 // warnOnce logs that topic's config key was dropped or translated (to),
@@ -168,7 +193,8 @@ func (s *Syncer) createDroppingInvalid(ctx context.Context, t *Topic, configs ma
 
 // syncState is the part of Syncer that translate needs.
 type syncState struct {
-	knownMu sync.Mutex
-	known   map[string]bool // topic config names of the target
-	warned  sync.Map        // topic+"\x00"+key already warned about
+	knownMu  sync.Mutex
+	known    map[string]bool   // topic config names of the target
+	defaults map[string]string // and their values that are not topic overrides
+	warned   sync.Map          // topic+"\x00"+key already warned about
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -24,7 +25,7 @@ func TestTranslate(t *testing.T) {
 	}
 	// What a Kafka 4 target knows of the keys below.
 	kafka4 := map[string]bool{
-		"retention.ms": true, "message.timestamp.before.max.ms": true, "message.timestamp.after.max.ms": true,
+		"retention.ms": true, "segment.ms": true, "message.timestamp.before.max.ms": true, "message.timestamp.after.max.ms": true,
 	}
 	kafka3 := map[string]bool{
 		"retention.ms": true, "message.format.version": true, "message.timestamp.difference.max.ms": true,
@@ -59,6 +60,13 @@ func TestTranslate(t *testing.T) {
 		{"a target that knows the old keys keeps them", kafka3,
 			[]kadm.Config{cfg("message.format.version", "0.10.2-IV0", topic), cfg("message.timestamp.difference.max.ms", "5", topic)},
 			map[string]string{"message.format.version": "0.10.2-IV0", "message.timestamp.difference.max.ms": "5"}, nil},
+		{"excluded old key is neither translated nor warned about", kafka4,
+			[]kadm.Config{cfg("message.downconversion.enable", "false", topic), cfg("min.insync.replicas", "2", topic)},
+			map[string]string{}, nil},
+		{"a v0 answer without sources: target default values are defaults", kafka4,
+			[]kadm.Config{cfg("retention.ms", "604800000", sourceV0), cfg("segment.ms", "1000", sourceV0),
+				cfg("message.format.version", "0.11.0-IV2", sourceV0)},
+			map[string]string{"segment.ms": "1000"}, []string{"message.format.version"}},
 		{"unknown target keeps everything", nil,
 			[]kadm.Config{cfg("message.format.version", "0.10.2-IV0", topic)},
 			map[string]string{"message.format.version": "0.10.2-IV0"}, nil},
@@ -66,7 +74,9 @@ func TestTranslate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var log bytes.Buffer
-			s := &Syncer{TargetAlias: "B", Log: slog.New(slog.NewTextHandler(&log, nil))}
+			s := &Syncer{TargetAlias: "B", Log: slog.New(slog.NewTextHandler(&log, nil)),
+				ConfigExclude: regexp.MustCompile(`^(message\.downconversion\.enable|min\.insync\.replicas)$`)}
+			s.defaults = map[string]string{"retention.ms": "604800000", "segment.ms": "604800000"}
 			for range 2 { // the second round warns no more
 				got := map[string]string{}
 				for _, c := range s.translate("t", tt.src, tt.known) {
