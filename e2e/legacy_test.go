@@ -139,7 +139,8 @@ func legacyFlow(t *testing.T, a, b *testkafka.Cluster, path, prefix string, topi
 	extra := []string{}
 	if path == "record" {
 		sel = prefix + "-v[12]"
-		extra = append(extra, recordPath)
+		// MM2's default: offset syncs written to and read from the old source.
+		extra = append(extra, recordPath, "offset-syncs.topic.location = source")
 		var kept []legacyTopic
 		for _, tp := range topics {
 			if !tp.v0 {
