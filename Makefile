@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 30m
 TEST_FLAGS ?=
 PKGS ?= ./...
 
-.PHONY: setup build test fmt-check vet demo bench clean distclean
+.PHONY: setup build test test-compat fmt-check vet demo bench clean distclean
 
 build:
 	$(GO) build -o bin/kmirror ./cmd/kmirror
@@ -42,6 +42,15 @@ test: setup fmt-check vet
 	KMIRROR_TEST_CLUSTERS="$$dir/clusters.json" \
 		$(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS); rc=$$?; \
 	echo "go test took $$(( $$(date +%s) - start ))s"; exit $$rc
+
+# Compatibility matrix (docs/compatibility.md): every source version into
+# every target version, each case on clusters of its own (about 15 min).
+# make test runs only 2.8.2 -> 4.x.
+COMPAT_SOURCES ?= 0.11.0.3,1.1.1,2.8.2,3.9.1,4.3.1
+COMPAT_TARGETS ?= 3.9.1,4.3.1
+test-compat: setup
+	KMIRROR_COMPAT_SOURCES=$(COMPAT_SOURCES) KMIRROR_COMPAT_TARGETS=$(COMPAT_TARGETS) \
+		$(GO) test -race -count=1 -timeout 60m $(TEST_FLAGS) -run 'TestLegacySource' -v ./e2e/
 
 # Demo on local clusters; scripts/demo holds the steps.
 demo: setup

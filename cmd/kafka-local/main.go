@@ -26,6 +26,10 @@ Usage:
         format and start N clusters (A, B, ...) of M KRaft broker+controller
         nodes; print their bootstrap servers and write RUNDIR/clusters.json
         and RUNDIR/clusters.env
+  kafka-local up --version V [--clusters N] [--nodes M] ...
+        an older Kafka instead (docs/compatibility.md): 0.11.0.3, 1.1.1 and
+        2.8.2 on ZooKeeper (one per cluster), 3.9.1 on KRaft; jars from
+        scripts/kafka/V/pom.xml, fetched on first use
   kafka-local down [--dir RUNDIR] [--timeout 20s]
         stop every node started under RUNDIR (SIGTERM, then SIGKILL)
   kafka-local status [--dir RUNDIR]
@@ -75,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		nodes := fs.Int("nodes", 1, "nodes per cluster")
 		secure := fs.Bool("secure", false, "add a SASL_SSL listener with SCRAM-SHA-512/PLAIN users and ACLs")
 		timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for the clusters")
+		version := fs.String("version", kafkalocal.KafkaVersion, "Kafka release to start (older ones: docs/compatibility.md)")
 		config := map[string]string{}
 		fs.Func("config", "extra broker setting k=v (repeatable)", func(s string) error {
 			k, v, ok := strings.Cut(s, "=")
@@ -87,14 +92,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if fs.Parse(args) != nil {
 			return 2
 		}
-		libs, err := kafkalocal.ResolveLibs(ctx, root, stderr)
+		libs, err := kafkalocal.ResolveVersionLibs(ctx, root, *version, stderr)
 		if err != nil {
 			return fail(stderr, err)
 		}
 		start := time.Now()
 		r, err := kafkalocal.Up(ctx, kafkalocal.Options{
 			Clusters: *clusters, Nodes: *nodes, Secure: *secure, Dir: *dir,
-			Libs: libs, Config: config, Timeout: *timeout, Log: stderr,
+			Libs: libs, Config: config, Timeout: *timeout, Log: stderr, Version: *version,
 		})
 		if err != nil {
 			return fail(stderr, err)

@@ -87,16 +87,22 @@ func ResolveLibs(ctx context.Context, root string, log io.Writer) (string, error
 	if v := pomVersion(pom); v != KafkaVersion {
 		return "", fmt.Errorf("kafkalocal: %s pins Kafka %q but kafkalocal.KafkaVersion is %q", PomPath, v, KafkaVersion)
 	}
+	return resolvePom(ctx, filepath.Join(root, PomPath), pom, LibsDir(root), KafkaVersion, checkLibs, log)
+}
+
+// resolvePom copies the runtime dependencies of the Maven project pomFile
+// (contents pom) into libs, unless libs was already resolved from the same
+// pom and passes check.
+func resolvePom(ctx context.Context, pomFile string, pom []byte, libs, version string, check func(string) error, log io.Writer) (string, error) {
 	sum := sha256.Sum256(pom)
 	stamp := hex.EncodeToString(sum[:])
 
-	libs := LibsDir(root)
 	base := filepath.Dir(libs)
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", err
 	}
 	stampFile := filepath.Join(base, "libs.pom-sha256")
-	if upToDate(libs, stampFile, stamp) {
+	if upToDate(libs, stampFile, stamp, check) {
 		return libs, nil
 	}
 
@@ -105,7 +111,7 @@ func ResolveLibs(ctx context.Context, root string, log io.Writer) (string, error
 		return "", err
 	}
 	defer unlock()
-	if upToDate(libs, stampFile, stamp) { // someone else resolved meanwhile
+	if upToDate(libs, stampFile, stamp, check) { // someone else resolved meanwhile
 		return libs, nil
 	}
 
@@ -114,9 +120,9 @@ func ResolveLibs(ctx context.Context, root string, log io.Writer) (string, error
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	fmt.Fprintf(log, "kafka-local: resolving Kafka %s jars with Maven into %s\n", KafkaVersion, libs)
+	fmt.Fprintf(log, "kafka-local: resolving Kafka %s jars with Maven into %s\n", version, libs)
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, "mvn", "-q", "-B", "-f", filepath.Join(root, PomPath),
+	cmd := exec.CommandContext(ctx, "mvn", "-q", "-B", "-f", pomFile,
 		"dependency:copy-dependencies", "-DoutputDirectory="+tmp, "-DincludeScope=runtime")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -125,7 +131,7 @@ func ResolveLibs(ctx context.Context, root string, log io.Writer) (string, error
 		}
 		return "", fmt.Errorf("kafkalocal: mvn dependency:copy-dependencies: %w\n%s", err, out.String())
 	}
-	if err := checkLibs(tmp); err != nil {
+	if err := check(tmp); err != nil {
 		return "", err
 	}
 	if err := os.RemoveAll(libs); err != nil {
@@ -145,9 +151,9 @@ func ResolveLibs(ctx context.Context, root string, log io.Writer) (string, error
 	return libs, os.WriteFile(stampFile, []byte(stamp+"\n"), 0o644)
 }
 
-func upToDate(libs, stampFile, stamp string) bool {
+func upToDate(libs, stampFile, stamp string, check func(string) error) bool {
 	b, err := os.ReadFile(stampFile)
-	return err == nil && strings.TrimSpace(string(b)) == stamp && checkLibs(libs) == nil
+	return err == nil && strings.TrimSpace(string(b)) == stamp && check(libs) == nil
 }
 
 // checkLibs makes sure dir holds the jars the harness starts classes from.

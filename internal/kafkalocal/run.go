@@ -39,6 +39,8 @@ type Cluster struct {
 	CAFile          string   `json:"ca_file,omitempty"`
 	Users           []User   `json:"users,omitempty"`
 	Nodes           []*Node  `json:"nodes"`
+	// ZooKeeper is the cluster's ZooKeeper for releases before KRaft.
+	ZooKeeper *Node `json:"zookeeper,omitempty"`
 }
 
 // User is a SASL user known to both the SCRAM-SHA-512 and PLAIN mechanisms.

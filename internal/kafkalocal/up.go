@@ -53,6 +53,10 @@ type Options struct {
 	DieWithParent bool
 	Timeout       time.Duration // for the clusters to become ready; default 3m
 	Log           io.Writer     // progress messages; nil discards
+	// Version is the Kafka release the jars in Libs are: "" for the
+	// pinned KafkaVersion, else one of KRaftVersions or ZooKeeperVersions
+	// (see legacy.go).
+	Version string
 }
 
 // Users that a secure cluster knows. admin is a super user; the others have
@@ -93,6 +97,13 @@ func Up(ctx context.Context, opts Options) (*Run, error) {
 	if opts.Libs == "" {
 		return nil, errors.New("kafkalocal: Options.Libs is empty")
 	}
+	old := opts.Version != "" && opts.Version != KafkaVersion
+	if old && !legacyVersion(opts.Version) {
+		return nil, fmt.Errorf("kafkalocal: unknown Kafka version %q", opts.Version)
+	}
+	if isZooKeeper(opts.Version) {
+		return upZooKeeper(ctx, opts, log)
+	}
 	dir, err := prepareDir(opts.Dir)
 	if err != nil {
 		return nil, err
@@ -102,6 +113,13 @@ func Up(ctx context.Context, opts Options) (*Run, error) {
 		return nil, err
 	}
 	run := &Run{KafkaVersion: KafkaVersion, Libs: libs, Dir: dir}
+	if old { // an older KRaft release: log4j 1, no CDS archive
+		extra, err := legacyJVMOpts(dir)
+		if err != nil {
+			return nil, err
+		}
+		opts.JVMOpts, opts.NoCDS, run.KafkaVersion = append(extra, opts.JVMOpts...), true, opts.Version
+	}
 
 	portsPerNode := 2
 	if opts.Secure {

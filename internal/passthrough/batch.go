@@ -292,11 +292,11 @@ func recordSize(r *kgo.Record) int {
 // batch encodes recs (at least one) as one v2 batch with offset deltas
 // 0..n-1 and their own timestamps.
 func (e *encoder) batch(recs []*kgo.Record, codec kgo.CompressionCodecType) ([]byte, error) {
-	first := recs[0].Timestamp.UnixMilli()
+	first := recordMillis(recs[0])
 	maxTS := first
 	var body, scratch []byte
 	for i, r := range recs {
-		ts := r.Timestamp.UnixMilli()
+		ts := recordMillis(r)
 		maxTS = max(maxTS, ts)
 		kr := kmsg.Record{
 			TimestampDelta64: ts - first,

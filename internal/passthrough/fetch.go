@@ -238,6 +238,7 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 			// Message format v0/v1: the entry's offset is that of its
 			// last record.
 			last := int64(beUint64(raw))
+			pl.noteLegacy(p, magic(raw))
 			if last < next {
 				continue
 			}

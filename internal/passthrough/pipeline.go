@@ -145,6 +145,9 @@ type Pipeline struct {
 	issued   map[int32]chan struct{}
 	buffered int64 // bytes of queued batches
 	stats    stats
+	// legacySeen holds the partitions already logged as having message
+	// format v0/v1 (legacy.go).
+	legacySeen sync.Map
 }
 
 // stats count what tests want to know happened; pl.mu guards them.

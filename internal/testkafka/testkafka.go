@@ -51,6 +51,9 @@ type Options struct {
 	Secure   bool              // add the SASL_SSL listener, users and ACLs
 	Config   map[string]string // extra broker settings
 	JVMFlags []string          // extra JVM flags for the nodes, e.g. -Dname=value
+	// Version is an older Kafka release to run (kafkalocal.KRaftVersions,
+	// kafkalocal.ZooKeeperVersions); "" runs KafkaVersion.
+	Version string
 }
 
 // KafkaVersion is the Apache Kafka release the harness runs.
@@ -157,6 +160,7 @@ func Start(t testing.TB, opts Options) []*Cluster {
 	run, err := up(t, kafkalocal.Options{
 		Clusters: opts.Clusters, Nodes: opts.Nodes, Secure: opts.Secure, Config: opts.Config, Dir: dir,
 		JVMOpts: jvmOpts(opts.JVMFlags),
+		Version: opts.Version,
 	})
 	if err != nil {
 		t.Fatalf("testkafka: start clusters: %v", err)
@@ -180,6 +184,9 @@ func jvmOpts(flags []string) []string {
 // up starts clusters that die with this process.
 func up(t testing.TB, opts kafkalocal.Options) (*kafkalocal.Run, error) {
 	libs, err := resolveLibs()
+	if opts.Version != "" && opts.Version != kafkalocal.KafkaVersion {
+		libs, err = resolveVersionLibs(opts.Version)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +200,7 @@ func up(t testing.TB, opts kafkalocal.Options) (*kafkalocal.Run, error) {
 	run, err := kafkalocal.Up(ctx, opts)
 	if err == nil {
 		t.Logf("testkafka: %d Kafka %s cluster(s) of %d node(s) up in %s (%s)",
-			len(run.Clusters), kafkalocal.KafkaVersion, max(opts.Nodes, 1), time.Since(start).Round(time.Millisecond), run.Dir)
+			len(run.Clusters), run.KafkaVersion, max(opts.Nodes, 1), time.Since(start).Round(time.Millisecond), run.Dir)
 	}
 	return run, err
 }
@@ -252,6 +259,18 @@ func resolveLibs() (string, error) {
 	}
 	libs.dir = dir
 	return dir, nil
+}
+
+// resolveVersionLibs returns the jar folder of an older Kafka release,
+// resolving it with Maven on first use.
+func resolveVersionLibs(version string) (string, error) {
+	root, err := kafkalocal.FindRoot()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	return kafkalocal.ResolveVersionLibs(ctx, root, version, os.Stderr)
 }
 
 // Libs returns the folder of the Apache Kafka jars (broker, tools,

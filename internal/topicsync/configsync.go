@@ -38,6 +38,7 @@ func (s *Syncer) SyncConfigs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("describing configs of remote topics on %s: %w", s.TargetAlias, err)
 	}
+	known := s.targetKnown(ctx)
 	for _, name := range srcNames {
 		remote := pairs[name]
 		sc, ok := srcCfg[name]
@@ -48,7 +49,7 @@ func (s *Syncer) SyncConfigs(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		ops := s.configChanges(sc, tc)
+		ops := s.configChanges(s.translate(name, sc, known), tc)
 		if len(ops) == 0 {
 			continue
 		}

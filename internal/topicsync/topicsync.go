@@ -35,6 +35,7 @@ type Syncer struct {
 	Log                   *slog.Logger
 
 	aclsOff atomic.Bool // a cluster has no authorizer: SyncACLs does nothing
+	syncState
 }
 
 // Topic is a source topic chosen for replication.
@@ -140,21 +141,19 @@ func (s *Syncer) create(ctx context.Context, ts []*Topic) error {
 		return fmt.Errorf("describing configs of source topics: %w", err)
 	}
 	configs := make(map[string]map[string]*string, len(rcs))
+	known := s.targetKnown(ctx)
 	for _, rc := range rcs {
 		if rc.Err != nil {
 			s.Log.Warn("cannot describe source topic configs; creating the remote topic with the target's defaults", "topic", rc.Name, "err", rc.Err)
 			continue
 		}
-		configs[rc.Name] = s.TargetConfigs(rc.Configs)
+		configs[rc.Name] = s.TargetConfigs(s.translate(rc.Name, rc.Configs, known))
 	}
 	for _, t := range ts {
-		resp, err := s.Target.CreateTopic(ctx, t.Partitions, s.ReplicationFactor, configs[t.Name], t.Remote)
-		if err == nil {
-			err = resp.Err
-		}
+		n, err := s.createDroppingInvalid(ctx, t, configs[t.Name])
 		switch {
 		case err == nil:
-			s.Log.Info("created remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "partitions", t.Partitions, "replication_factor", s.ReplicationFactor, "configs", len(configs[t.Name]))
+			s.Log.Info("created remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "partitions", t.Partitions, "replication_factor", s.ReplicationFactor, "configs", n)
 		case errors.Is(err, kerr.TopicAlreadyExists):
 			// Created meanwhile; its partitions are checked next round.
 		case errors.Is(err, kerr.InvalidReplicationFactor):
