@@ -129,25 +129,15 @@ func legacyCase(t *testing.T, sourceVersion, targetVersion string) {
 }
 
 // legacyFlow runs kmirror on one data path from a to b and checks what
-// TestLegacySource promises. The record path leaves out the v0 topic:
-// franz-go's producer gives a record without timestamp the time of
-// sending (docs/compatibility.md).
+// TestLegacySource promises.
 func legacyFlow(t *testing.T, a, b *testkafka.Cluster, path, prefix string, topics []legacyTopic, commits map[int32]int64, oldFormats, targetOld bool) {
 	const diffMS = "3600000"
 	src, dst := alias(t, "old"), alias(t, "new")
 	sel := prefix + "-.*"
 	extra := []string{}
 	if path == "record" {
-		sel = prefix + "-v[12]"
 		// MM2's default: offset syncs written to and read from the old source.
 		extra = append(extra, recordPath, "offset-syncs.topic.location = source")
-		var kept []legacyTopic
-		for _, tp := range topics {
-			if !tp.v0 {
-				kept = append(kept, tp)
-			}
-		}
-		topics = kept
 	}
 	k := startKmirror(t, writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append(extra,
 		src+"->"+dst+".topics = "+sel,

@@ -53,6 +53,11 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 			Headers:   rec.Headers,
 			Timestamp: rec.Timestamp,
 		}
+		if out.Timestamp.IsZero() {
+			// A message format v0 record has no timestamp; the target
+			// gets -1 (none), as passthrough writes, not the time of copying.
+			out.Timestamp = time.UnixMilli(-1)
+		}
 		if r.cfg.AddOrigin && !has {
 			out.Headers = append(append(make([]kgo.RecordHeader, 0, len(rec.Headers)+1), rec.Headers...),
 				kgo.RecordHeader{Key: datapath.OriginHeader, Value: []byte(r.cfg.SourceAlias)})
