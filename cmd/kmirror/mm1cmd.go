@@ -62,6 +62,18 @@ var runFlags = []struct{ name, def, usage string }{
 	{"memory-limit", "128MiB", "soft limit of the Go heap"},
 }
 
+// oldMM1Flags are flags of MirrorMaker 1 before Kafka 0.9 that old posts
+// still show: accepted, with a note saying why they do nothing.
+var oldMM1Flags = []struct {
+	name, why string
+	bool      bool
+}{
+	{name: "num.producers", why: "removed in Kafka 0.9 (one producer per process since); kmirror runs one idempotent producer per flow"},
+	{name: "queue.size", why: "removed in Kafka 0.9; kmirror bounds what it holds in memory by bytes (fetch.max.bytes of the source consumer)"},
+	{name: "queue.byte.size", why: "removed in Kafka 0.9; kmirror bounds what it holds in memory by bytes (fetch.max.bytes of the source consumer)"},
+	{name: "no.data.loss", why: "removed in Kafka 0.9; kmirror never loses data: acks=all and idempotent writes always", bool: true},
+}
+
 // errHelp and errVersion ask for the help text and the version.
 var (
 	errHelp    = errors.New("help requested")
@@ -93,6 +105,13 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 		fs.String(n, "", "")
 	}
 	fs.String("blacklist", "", "")
+	for _, f := range oldMM1Flags {
+		if f.bool {
+			fs.Bool(f.name, false, "")
+		} else {
+			fs.String(f.name, "", "")
+		}
+	}
 	pass := map[string]*string{}
 	for _, f := range runFlags {
 		pass[f.name] = fs.String(f.name, f.def, f.usage)
@@ -119,6 +138,11 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 	}
 	if set["blacklist"] {
 		return nil, errors.New("--blacklist was removed in Kafka 2.0; write the topics to mirror as a --whitelist regex")
+	}
+	for _, f := range oldMM1Flags {
+		if set[f.name] {
+			o.notes = append(o.notes, "--"+f.name+" has no effect: "+f.why)
+		}
 	}
 
 	for _, f := range []struct{ name, val string }{{"consumer.config", o.ConsumerConfig}, {"producer.config", o.ProducerConfig}} {

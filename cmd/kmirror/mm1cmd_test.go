@@ -45,6 +45,11 @@ func TestParseMM1Args(t *testing.T) {
 			func(o *mm1Options) bool { return o.CommitIntervalMs == "5000" && o.ReplicationFactor == "1" }, ""},
 		{"accepted no-ops", append(base, "--whitelist", "t", "--num.streams", "4", "--abort.on.send.failure", "false", "--new.consumer"),
 			func(o *mm1Options) bool { return len(o.notes) == 3 }, ""},
+		{"flags of MM1 before Kafka 0.9", append(base, "--whitelist", "t", "--num.producers", "2", "--queue.size", "10000", "--queue.byte.size=1000", "--no.data.loss"),
+			func(o *mm1Options) bool {
+				return len(o.notes) == 4 && strings.Contains(o.notes[0], "--num.producers has no effect: removed in Kafka 0.9") &&
+					strings.Contains(o.notes[3], "--no.data.loss has no effect")
+			}, ""},
 		{"run flags handed on", append(base, "--whitelist", "t", "--rest-addr", ":8083", "--log-format=json"),
 			func(o *mm1Options) bool {
 				return slices.Equal(o.runArgs, []string{"--log-format=json", "--rest-addr=:8083"}) && o.logFormat == "json"
@@ -68,7 +73,7 @@ func TestParseMM1Args(t *testing.T) {
 		{"same aliases", append(base, "--whitelist", "t", "--source-alias", "x", "--target-alias", "x"), nil, "both \"x\""},
 		{"bad alias", append(base, "--whitelist", "t", "--source-alias", "a.b"), nil, "--source-alias \"a.b\""},
 		{"positional", append(base, "--whitelist", "t", "extra"), nil, "unexpected argument \"extra\""},
-		{"unknown flag", append(base, "--whitelist", "t", "--queue.size", "5"), nil, "queue.size"},
+		{"unknown flag", append(base, "--whitelist", "t", "--frobnicate", "5"), nil, "frobnicate"},
 		{"missing value", append(base, "--whitelist"), nil, "needs an argument"},
 		{"help", []string{"--help"}, nil, errHelp.Error()},
 		{"version", []string{"--version"}, nil, errVersion.Error()},
