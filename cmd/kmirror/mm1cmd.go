@@ -263,7 +263,10 @@ func mm1Cmd(args []string, stdout, stderr io.Writer) int {
 // runMM1 writes the generated configuration to a private temporary file and
 // runs it exactly as "kmirror run" does. The file is removed on exit.
 func runMM1(o *mm1Options, tr *mm1.Translation, unused []string, log *slog.Logger, stdout, stderr io.Writer) int {
-	for _, n := range append(o.notes, tr.Notes...) {
+	for _, n := range o.notes {
+		log.Warn(n) // a flag that does nothing here
+	}
+	for _, n := range tr.Notes {
 		log.Info(n)
 	}
 	if len(unused) > 0 {
