@@ -282,13 +282,13 @@ func (t *Task) loadCheckpoints(ctx context.Context) error {
 // ready once the syncs topic is read to the end it had at start, then
 // follows it until ctx ends, or returns then when once is set.
 func (t *Task) followSyncs(ctx context.Context, once bool) error {
-	indexed := make(map[cpKey]bool)
+	indexed := make(map[cpKey]int64) // upstream offset of a partition's last index entry
 	if t.set.IndexTopic != "" {
 		sk := skipper(t, t.cfg.Target, wire.DecodeOffsetSync)
 		err := readlog.ToEnd(ctx, t.tgtConn, t.set.IndexTopic, func(r *kgo.Record) {
 			if s, ok := sk.Record(r); ok && s.UpstreamOffset >= 0 && s.DownstreamOffset >= 0 {
 				t.store.Apply(s)
-				indexed[cpKey{s.Topic, s.Partition}] = true
+				indexed[cpKey{s.Topic, s.Partition}] = s.UpstreamOffset
 			}
 		})
 		if err != nil {
@@ -302,9 +302,10 @@ func (t *Task) followSyncs(ctx context.Context, once bool) error {
 	if err != nil {
 		return err
 	}
-	// Syncs of indexed partitions read before the end: only the newest
-	// counts, since the index already holds their history in order.
-	latest := make(map[cpKey]wire.OffsetSync)
+	// Syncs of indexed partitions read before the end: the index already
+	// holds their history up to its last entry, so only the syncs written
+	// since then count (see afterIndex).
+	latest := make(map[cpKey][]wire.OffsetSync)
 	ready := func() {
 		keys := make([]cpKey, 0, len(latest))
 		for k := range latest {
@@ -314,7 +315,9 @@ func (t *Task) followSyncs(ctx context.Context, once bool) error {
 			return keys[i].topic < keys[j].topic || keys[i].topic == keys[j].topic && keys[i].partition < keys[j].partition
 		})
 		for _, k := range keys {
-			t.store.Apply(latest[k])
+			for _, s := range latest[k] {
+				t.store.Apply(s)
+			}
 		}
 		latest = nil
 		t.store.SetReady()
@@ -350,8 +353,8 @@ func (t *Task) followSyncs(ctx context.Context, once bool) error {
 			}
 			if ok {
 				k := cpKey{s.Topic, s.Partition}
-				if latest != nil && indexed[k] {
-					latest[k] = s
+				if last, ok := indexed[k]; ok && latest != nil {
+					latest[k] = afterIndex(latest[k], s, last)
 				} else {
 					t.store.Apply(s)
 				}
@@ -364,6 +367,21 @@ func (t *Task) followSyncs(ctx context.Context, once bool) error {
 			return nil
 		}
 	}
+}
+
+// afterIndex appends s, the next sync the offset-syncs topic holds for a
+// partition whose index ends with an entry at upstream offset last, to
+// kept, and returns the syncs to apply over the index: from the last one
+// at or before last on. The index was read to its end before the syncs
+// topic, so the writer may have added run boundaries since; applying only
+// the newest sync would join the index's last entry to it as one run and
+// translate an offset past a marker or an aborted transaction in between
+// too far ahead (a consumer resuming there would miss records).
+func afterIndex(kept []wire.OffsetSync, s wire.OffsetSync, last int64) []wire.OffsetSync {
+	if s.UpstreamOffset <= last {
+		return append(kept[:0], s) // the index holds the history up to here
+	}
+	return append(kept, s)
 }
 
 func (t *Task) syncCluster() string {

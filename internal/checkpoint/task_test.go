@@ -307,3 +307,78 @@ func TestFlowSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexThenSyncs: at start the task reads the offset index to its
+// end, then the offset-syncs topic. Syncs the writer added in between
+// (the index ends earlier than the syncs topic) must not be lost: with
+// only the newest of them, an offset at a transaction marker past the
+// index's end translated too far ahead and a consumer resuming there
+// missed records.
+func TestIndexThenSyncs(t *testing.T) {
+	// Transactions of 10 records, each ended by a marker (transaction k
+	// at 11k..11k+9, marker at 11k+10); the third is aborted and not
+	// copied.
+	txns := func(p *pipeline) {
+		for k := int64(0); k < 20; k++ {
+			if k != 2 {
+				p.copy(span(11*k, 11*k+10)...)
+			}
+		}
+	}
+	cases := []struct {
+		name  string
+		build func(p *pipeline)
+		index int  // syncs the index holds: a prefix of the syncs topic
+		exact bool // nothing re-read at any committed offset
+	}{
+		{"index holds the first sync only", txns, 1, true},
+		{"index ends mid-way", txns, 9, true},
+		{"index holds every sync", txns, -1, true},
+		{"empty index", txns, 0, true},
+		{"restart after the index ends", func(p *pipeline) {
+			p.copy(span(0, 60)...)
+			p.pairs = append(p.pairs, [2]int64{-1, -1})
+			for k := int64(5); k < 20; k++ {
+				p.copy(span(11*k, 11*k+10)...)
+			}
+		}, 3, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &pipeline{}
+			tc.build(p)
+			syncs := p.syncs(100, true, 0)
+			n := tc.index
+			if n < 0 || n > len(syncs) {
+				n = len(syncs)
+			}
+			c, cl := newFake(t)
+			f := testFlow(c.ListenAddrs(), c.ListenAddrs(), "exact")
+			index := FlowSettings(f).IndexTopic
+			ctx := context.Background()
+			adm := kadm.NewClient(cl)
+			if _, err := adm.CreateTopics(ctx, 1, 1, nil, f.OffsetSyncsTopic(), index); err != nil {
+				t.Fatal(err)
+			}
+			var recs []*kgo.Record
+			for _, s := range syncs[:n] {
+				recs = append(recs, syncRec(index, s))
+			}
+			for _, s := range syncs {
+				recs = append(recs, syncRec(f.OffsetSyncsTopic(), s))
+			}
+			produce(t, cl, recs...)
+			task, err := New(Config{Flow: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer task.Close()
+			if err := task.followSyncs(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			if worst := p.check(t, task.Store(), 220, 1); tc.exact && worst != 0 {
+				t.Errorf("up to %d records re-delivered, want 0", worst)
+			}
+		})
+	}
+}
