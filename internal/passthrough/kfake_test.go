@@ -407,28 +407,9 @@ func openTarget(ctx context.Context, t *testing.T, dst *kfake.Cluster, partition
 // re-created source topic: every batch is copied again from the log start,
 // even with StartAtEnd, and the progress follows.
 func TestRewind(t *testing.T) {
-	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "A.t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srcCl.Close()
-	for i := range 40 {
-		if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: int32(i % 2), Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	srcCl, dst := twoPartitions(ctx, t, 40)
 	dstCl, store := openTarget(ctx, t, dst, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tps := []progress.TP{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
@@ -496,28 +477,9 @@ func TestRewind(t *testing.T) {
 // answered) while its source holds records. Restart gets it copying from
 // its progress; the target holds every record once.
 func TestRestart(t *testing.T) {
-	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "A.t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dst.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srcCl.Close()
-	for i := range 80 {
-		if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: int32(i % 2), Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	srcCl, dst := twoPartitions(ctx, t, 80)
 	dstCl, store := openTarget(ctx, t, dst, 1)
 	tps := []progress.TP{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}
 	if err := store.Save(ctx, map[progress.TP]int64{tps[0]: 9}); err != nil {
@@ -566,4 +528,32 @@ func TestRestart(t *testing.T) {
 	if n != 70 { // p0 from offset 10
 		t.Errorf("target holds %d records, want 70", n)
 	}
+}
+
+// twoPartitions starts a kfake source with topic t and a kfake target with
+// A.t, both of two partitions, and writes n records to t, alternating
+// partitions. It returns a client of the source and the target cluster.
+func twoPartitions(ctx context.Context, t *testing.T, n int) (*kgo.Client, *kfake.Cluster) {
+	t.Helper()
+	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.Close)
+	dst, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "A.t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(dst.Close)
+	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srcCl.Close)
+	for i := range n {
+		if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: int32(i % 2), Value: fmt.Appendf(nil, "%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return srcCl, dst
 }
