@@ -379,22 +379,8 @@ func TestReplicateRewind(t *testing.T) {
 			produce(t, f.srcOpts, "rw", 2, 0, 40)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			log := slog.New(slog.DiscardHandler)
-			dstAdm := kadm.NewClient(client(t, f.dstOpts))
-			producer := client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-			store, err := progress.Open(ctx, dstAdm, f.dstOpts, producer, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: 1, ReplicationFactor: 1}, log)
-			if err != nil {
-				t.Fatal(err)
-			}
 			tps := []progress.TP{{Topic: "rw", Partition: 0}, {Topic: "rw", Partition: 1}}
-			copts := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset())}
-			if group {
-				// A group consumer stands for the one of group mode:
-				// its partitions are set here directly.
-				copts = append(copts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"rw": {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart()}}))
-			}
-			r := New(Config{SourceAlias: "A", TargetAlias: "B", Source: client(t, f.srcOpts, copts...), SourceAdmin: kadm.NewClient(client(t, f.srcOpts)),
-				Target: producer, Progress: store, Metrics: metrics.New(), Log: log, StartAtEnd: !group, Group: group})
+			r, store := twoPartitionReplicator(ctx, t, f, "rw", group, !group)
 			if group {
 				r.Assign([]datapath.Partition{{TP: tps[0], Remote: "A.rw"}, {TP: tps[1], Remote: "A.rw"}})
 			} else {
@@ -457,20 +443,8 @@ func TestReplicateRestart(t *testing.T) {
 			produce(t, f.srcOpts, "rs", 2, 0, 40)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			log := slog.New(slog.DiscardHandler)
-			dstAdm := kadm.NewClient(client(t, f.dstOpts))
-			producer := client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-			store, err := progress.Open(ctx, dstAdm, f.dstOpts, producer, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: 1, ReplicationFactor: 1}, log)
-			if err != nil {
-				t.Fatal(err)
-			}
 			tps := []progress.TP{{Topic: "rs", Partition: 0}, {Topic: "rs", Partition: 1}}
-			copts := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset())}
-			if group {
-				copts = append(copts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"rs": {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart()}}))
-			}
-			r := New(Config{SourceAlias: "A", TargetAlias: "B", Source: client(t, f.srcOpts, copts...), SourceAdmin: kadm.NewClient(client(t, f.srcOpts)),
-				Target: producer, Progress: store, Metrics: metrics.New(), Log: log, Group: group})
+			r, _ := twoPartitionReplicator(ctx, t, f, "rs", group, false)
 			r.Assign([]datapath.Partition{{TP: tps[0], Remote: "A.rs"}, {TP: tps[1], Remote: "A.rs"}})
 			rctx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)
@@ -509,4 +483,26 @@ func TestReplicateRestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twoPartitionReplicator makes a Replicator of the two partitions of topic
+// on f with a progress store on f's target. With group, its source client
+// stands for the group consumer of group mode: the partitions are set on it
+// directly.
+func twoPartitionReplicator(ctx context.Context, t *testing.T, f *fakePair, topic string, group, startAtEnd bool) (*Replicator, *progress.Store) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	dstAdm := kadm.NewClient(client(t, f.dstOpts))
+	producer := client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	store, err := progress.Open(ctx, dstAdm, f.dstOpts, producer, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: 1, ReplicationFactor: 1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copts := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset())}
+	if group {
+		copts = append(copts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart()}}))
+	}
+	r := New(Config{SourceAlias: "A", TargetAlias: "B", Source: client(t, f.srcOpts, copts...), SourceAdmin: kadm.NewClient(client(t, f.srcOpts)),
+		Target: producer, Progress: store, Metrics: metrics.New(), Log: log, StartAtEnd: startAtEnd, Group: group})
+	return r, store
 }
