@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/dashboard"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/rest"
 	"github.com/kmirror/kmirror/internal/runner"
@@ -44,6 +45,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kmirror run:", err)
 		return 2
 	}
+	logs := dashboard.NewLogRing(dashboard.DefaultLogs)
+	log = slog.New(logs.Wrap(log.Handler()))
 	if err := setMemoryLimit(*memLimit); err != nil {
 		fmt.Fprintln(stderr, "kmirror run:", err)
 		return 2
@@ -77,13 +80,15 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 
 	run := runner.New(fs.Arg(0), cfg, only, m, log)
-	restSrv, err := startREST(cfg, *restAddr, run, log)
+	dash := dashboard.New(dashboard.Config{Source: run, Metrics: m, Logs: logs})
+	restSrv, err := startREST(cfg, *restAddr, run, dash, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror run:", err)
 		return 1
 	}
 	if restSrv != nil {
 		defer restSrv.Close()
+		go dash.Run(ctx)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -108,7 +113,7 @@ const restTokenEnv = "KMIRROR_REST_TOKEN"
 // startREST serves the REST API when --rest-addr or kmirror.rest.listener
 // asks for it. Without a token it refuses to start unless
 // kmirror.rest.auth = none says the API may be open.
-func startREST(cfg *config.Config, addr string, run *runner.Runner, log *slog.Logger) (*http.Server, error) {
+func startREST(cfg *config.Config, addr string, run *runner.Runner, dash *dashboard.Dashboard, log *slog.Logger) (*http.Server, error) {
 	if addr == "" {
 		addr = cfg.REST.Listener
 	}
@@ -122,7 +127,8 @@ func startREST(cfg *config.Config, addr string, run *runner.Runner, log *slog.Lo
 	if token == "" && !cfg.REST.Open {
 		return nil, fmt.Errorf("the REST API needs a token: set %s (through a config provider) or %s, or %s = none for an open API", config.RESTTokenKey, restTokenEnv, config.RESTAuthKey)
 	}
-	srv, _, err := rest.Start(run, rest.Listen{Name: "REST API", Addr: addr, CertFile: cfg.REST.TLSCert, Key: cfg.REST.TLSKey}, token, log)
+	srv, _, err := rest.Start(run, rest.Listen{Name: "REST API", Addr: addr, CertFile: cfg.REST.TLSCert, Key: cfg.REST.TLSKey}, token, log,
+		rest.Mount{Prefix: "/ui/", Build: dash.Mount})
 	return srv, err
 }
 

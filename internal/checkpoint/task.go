@@ -532,6 +532,8 @@ func (t *Task) EmitOnce(ctx context.Context) {
 		for _, c := range cps {
 			t.last[g][cpKey{c.Topic, c.Partition}] = c
 			t.m.CheckpointLatencyMs.WithLabelValues(t.cfg.Source, t.cfg.Target, g, c.Topic, strconv.Itoa(int(c.Partition))).Set(ms)
+			t.m.LastCheckpoints.Set(metrics.Checkpoint{Source: t.cfg.Source, Target: t.cfg.Target, Group: g, Topic: c.Topic,
+				Partition: c.Partition, Upstream: c.UpstreamOffset, Downstream: c.DownstreamOffset, At: time.Now()})
 		}
 		t.mu.Unlock()
 	}

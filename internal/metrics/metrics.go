@@ -29,6 +29,8 @@ type Metrics struct {
 
 	CheckpointLatencyMs *WindowVec
 	GroupOffsetsSynced  *prometheus.CounterVec
+	// LastCheckpoints is what the dashboard shows of consumer groups.
+	LastCheckpoints *Checkpoints
 
 	Health
 }
@@ -38,7 +40,7 @@ var partLabels = []string{"source", "target", "topic", "partition"}
 // New registers every metric in a new registry, with the Go runtime's and
 // the process's collectors.
 func New() *Metrics {
-	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m := &Metrics{Registry: prometheus.NewRegistry(), LastCheckpoints: &Checkpoints{}}
 	m.RecordCount = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kafka_connect_mirror_source_connector_record_count",
 		Help: "Records replicated and acknowledged by the target, per remote topic partition.",

@@ -28,8 +28,8 @@ type Control interface {
 
 // Start serves the API as l says, with token (see Handler), and warns
 // when an API without a token listens beyond loopback.
-func Start(c Control, l Listen, token string, log *slog.Logger) (*http.Server, net.Addr, error) {
-	srv, addr, err := Serve(l, Handler(c, token, log), log)
+func Start(c Control, l Listen, token string, log *slog.Logger, mounts ...Mount) (*http.Server, net.Addr, error) {
+	srv, addr, err := Serve(l, Handler(c, token, log, mounts...), log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -43,7 +43,7 @@ func Start(c Control, l Listen, token string, log *slog.Logger) (*http.Server, n
 // Handler returns the API. token guards every endpoint but /health and
 // /ready; an empty token turns the guard off (kmirror.rest.auth = none
 // must say so), and then Go profiles (/debug/pprof/) are not served.
-func Handler(c Control, token string, log *slog.Logger) http.Handler {
+func Handler(c Control, token string, log *slog.Logger, mounts ...Mount) http.Handler {
 	a := &api{c: c, token: token, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", a.health)
@@ -54,6 +54,9 @@ func Handler(c Control, token string, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /flows/{name}/resume", a.auth(a.act("resume", c.Resume)))
 	mux.HandleFunc("POST /flows/{name}/restart", a.auth(a.act("restart", c.Restart)))
 	mux.HandleFunc("POST /reload", a.auth(a.reload))
+	for _, m := range mounts {
+		mux.Handle(m.Prefix, m.Build(func(h http.Handler) http.Handler { return a.auth(h.ServeHTTP) }))
+	}
 	if token != "" {
 		mux.HandleFunc("GET /debug/pprof/", a.auth(pprof.Index))
 		mux.HandleFunc("GET /debug/pprof/cmdline", a.auth(pprof.Cmdline))
@@ -62,6 +65,13 @@ func Handler(c Control, token string, log *slog.Logger) http.Handler {
 		mux.HandleFunc("GET /debug/pprof/trace", a.auth(pprof.Trace))
 	}
 	return mux
+}
+
+// Mount serves more under Prefix (a ServeMux pattern such as "/ui/");
+// Build gets the API's token guard for what must be authenticated.
+type Mount struct {
+	Prefix string
+	Build  func(guard func(http.Handler) http.Handler) http.Handler
 }
 
 type api struct {

@@ -1,0 +1,133 @@
+// Package dashboard serves kmirror's live dashboard on the REST listener:
+// an embedded page (HTML, CSS and JavaScript, no external resources) at
+// /ui/ and the JSON it polls at /ui/api/snapshot: flows and their state,
+// per-partition lag and throughput over time, replication and checkpoint
+// latency, consumer group checkpoints, upstream gaps and recent warnings
+// and errors. The page holds no data; the API is behind the REST token.
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/runner"
+)
+
+//go:embed static
+var static embed.FS
+
+// Source is what the dashboard shows the flows of; *runner.Runner is one.
+type Source interface {
+	Status() []runner.FlowStatus
+}
+
+// Defaults of Config.
+const (
+	DefaultInterval  = 5 * time.Second
+	DefaultPoints    = 720 // one hour at 5 s
+	DefaultMaxSeries = 2048
+	DefaultLogs      = 100
+)
+
+// Config configures a Dashboard; zero fields take the defaults.
+type Config struct {
+	Source  Source
+	Metrics *metrics.Metrics
+	Logs    *LogRing // recent warnings and errors; nil: none shown
+	// Interval is how often history is sampled; Points how many samples
+	// are kept; MaxSeries how many series (two per partition, four per
+	// flow).
+	Interval  time.Duration
+	Points    int
+	MaxSeries int
+}
+
+// Dashboard samples the flows and metrics and serves the page.
+type Dashboard struct {
+	cfg  Config
+	hist *History
+
+	mu   sync.Mutex
+	last sampled // from the last sample
+}
+
+// New returns a Dashboard; Run samples its history.
+func New(cfg Config) *Dashboard {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Points <= 0 {
+		cfg.Points = DefaultPoints
+	}
+	if cfg.MaxSeries <= 0 {
+		cfg.MaxSeries = DefaultMaxSeries
+	}
+	return &Dashboard{cfg: cfg, hist: NewHistory(cfg.Points, cfg.MaxSeries), last: sampled{gaps: map[partKey]time.Time{}}}
+}
+
+// Run samples every Interval until ctx ends.
+func (d *Dashboard) Run(ctx context.Context) {
+	t := time.NewTicker(d.cfg.Interval)
+	defer t.Stop()
+	d.Sample(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			d.Sample(now)
+		}
+	}
+}
+
+// Sample reads the flows and the metrics once and adds them to history.
+func (d *Dashboard) Sample(now time.Time) {
+	var mfs []*dto.MetricFamily
+	if d.cfg.Metrics != nil {
+		mfs, _ = d.cfg.Metrics.Registry.Gather()
+	}
+	flows := d.cfg.Source.Status()
+	d.mu.Lock()
+	s := newSampled(mfs, d.last, now)
+	d.last = s
+	d.mu.Unlock()
+	d.hist.Add(now, seriesOf(flows, s))
+}
+
+// Mount is the dashboard on the REST listener (rest.Mount's Build): the
+// page is open, its API behind guard.
+func (d *Dashboard) Mount(guard func(http.Handler) http.Handler) http.Handler {
+	sub, _ := fs.Sub(static, "static")
+	files := http.StripPrefix("/ui/", http.FileServer(http.FS(sub)))
+	mux := http.NewServeMux()
+	mux.Handle("GET /ui/", files)
+	mux.Handle("GET /ui/api/snapshot", guard(http.HandlerFunc(d.snapshot)))
+	return secure(mux)
+}
+
+// csp lets the page load its own files and nothing else: no inline script
+// or style, no frames, no form posts elsewhere.
+const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+func secure(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", csp)
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		if strings.HasPrefix(r.URL.Path, "/ui/api/") {
+			hd.Set("Cache-Control", "no-store")
+		}
+		h.ServeHTTP(w, r)
+	})
+}

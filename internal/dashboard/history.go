@@ -1,0 +1,130 @@
+package dashboard
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// History keeps the last Points samples of named series, all taken at the
+// same times: a ring of times and, per series, a ring of values (NaN where
+// a series had no value). At most MaxSeries series are kept; a series with
+// no value left in the ring is dropped. Memory is bounded by
+// Points × (8 + 4 × MaxSeries) bytes.
+type History struct {
+	mu        sync.Mutex
+	points    int
+	maxSeries int
+	times     []int64 // unix milliseconds; ring of len points
+	next, n   int     // next slot to write; samples held
+	series    map[string][]float32
+}
+
+// NewHistory keeps points samples of at most maxSeries series.
+func NewHistory(points, maxSeries int) *History {
+	return &History{points: points, maxSeries: maxSeries, times: make([]int64, points), series: make(map[string][]float32)}
+}
+
+// Add stores one sample taken at at: vals by series name.
+func (h *History) Add(at time.Time, vals map[string]float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	slot := h.next
+	h.times[slot] = at.UnixMilli()
+	h.next = (h.next + 1) % h.points
+	h.n = min(h.n+1, h.points)
+	for name, ring := range h.series {
+		v, ok := vals[name]
+		if !ok {
+			ring[slot] = float32(math.NaN())
+			if empty(ring) {
+				delete(h.series, name)
+			}
+			continue
+		}
+		ring[slot] = float32(v)
+	}
+	for name, v := range vals {
+		if _, ok := h.series[name]; ok || len(h.series) >= h.maxSeries {
+			continue
+		}
+		ring := make([]float32, h.points)
+		for i := range ring {
+			ring[i] = float32(math.NaN())
+		}
+		ring[slot] = float32(v)
+		h.series[name] = ring
+	}
+}
+
+func empty(ring []float32) bool {
+	for _, v := range ring {
+		if !math.IsNaN(float64(v)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Len returns the samples and series held.
+func (h *History) Len() (samples, series int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n, len(h.series)
+}
+
+// Span is a stretch of history, oldest first: times in unix
+// milliseconds and the series whose names have the asked prefix.
+type Span struct {
+	Times  []int64           `json:"times"`
+	Series map[string]Points `json:"series"`
+}
+
+// Points are a series' values; NaN (no value) is written as null.
+type Points []float32
+
+// MarshalJSON writes the values with null for NaN.
+func (p Points) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, v := range p {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if math.IsNaN(float64(v)) {
+			b.WriteString("null")
+			continue
+		}
+		b.WriteString(strconv.FormatFloat(float64(v), 'g', 6, 32))
+	}
+	b.WriteByte(']')
+	return []byte(b.String()), nil
+}
+
+// Last returns the last n samples (all when n <= 0) of the series whose
+// names start with prefix.
+func (h *History) Last(n int, prefix string) Span {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n <= 0 || n > h.n {
+		n = h.n
+	}
+	first := (h.next - n + h.points) % h.points
+	sp := Span{Times: make([]int64, n), Series: make(map[string]Points)}
+	for i := range n {
+		sp.Times[i] = h.times[(first+i)%h.points]
+	}
+	for name, ring := range h.series {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		p := make(Points, n)
+		for i := range n {
+			p[i] = ring[(first+i)%h.points]
+		}
+		sp.Series[name] = p
+	}
+	return sp
+}
