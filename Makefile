@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 30m
 TEST_FLAGS ?=
 PKGS ?= ./...
 
-.PHONY: setup build test test-compat fmt-check vet demo bench clean distclean
+.PHONY: setup build test test-compat fmt-check vet demo bench clean distclean dashboard-screenshot
 
 build:
 	$(GO) build -o bin/kmirror ./cmd/kmirror
@@ -51,6 +51,12 @@ COMPAT_TARGETS ?= 3.9.1,4.3.1
 test-compat: setup
 	KMIRROR_COMPAT_SOURCES=$(COMPAT_SOURCES) KMIRROR_COMPAT_TARGETS=$(COMPAT_TARGETS) \
 		$(GO) test -race -count=1 -timeout 60m $(TEST_FLAGS) -run 'TestLegacySource' -v ./e2e/
+
+# Runs e2e/TestDashboard (headless Chromium) and keeps its screenshot as
+# docs/img/dashboard.png, which docs/operations.md shows.
+dashboard-screenshot: setup
+	KMIRROR_DASHBOARD_SCREENSHOT=$(CURDIR)/docs/img/dashboard.png \
+		$(GO) test -race -count=1 -run 'TestDashboard$$' -v ./e2e/
 
 # Demo on local clusters; scripts/demo holds the steps.
 demo: setup

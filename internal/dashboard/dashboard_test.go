@@ -180,8 +180,11 @@ func TestSnapshot(t *testing.T) {
 	logs := NewLogRing(10)
 	slog.New(logs.Wrap(slog.NewTextHandler(io.Discard, nil))).Error("gap", "password", "hunter2")
 	d, srv := served(t, fs, m, logs)
+	copied := m.RecordCount.WithLabelValues("A", "B", "A.t", "0")
 	for i := range 3 {
+		copied.Add(100)
 		d.Sample(time.Unix(2000+int64(i)*5, 0))
+		time.Sleep(10 * time.Millisecond) // RateVec measures time itself
 	}
 
 	_, body := get(t, srv.URL+"/ui/api/snapshot", token)
@@ -190,6 +193,7 @@ func TestSnapshot(t *testing.T) {
 			Name                 string   `json:"name"`
 			State                string   `json:"state"`
 			Lag                  int64    `json:"lag"`
+			RecordsPerSecond     float64  `json:"records_per_second"`
 			ReplicationLatencyMs *float64 `json:"replication_latency_ms"`
 			CheckpointLatencyMs  *float64 `json:"checkpoint_latency_ms"`
 			Partitions           []struct {
@@ -225,6 +229,12 @@ func TestSnapshot(t *testing.T) {
 	f := snap.Flows[0]
 	if f.Lag != 25 || f.ReplicationLatencyMs == nil || *f.ReplicationLatencyMs != 75 || f.CheckpointLatencyMs == nil || *f.CheckpointLatencyMs != 12 {
 		t.Errorf("flow lag %d, replication latency %v, checkpoint latency %v; want 25, 75, 12", f.Lag, f.ReplicationLatencyMs, f.CheckpointLatencyMs)
+	}
+	if f.RecordsPerSecond <= 0 {
+		t.Errorf("records per second %v, want the rate of the record count", f.RecordsPerSecond)
+	}
+	if rs := snap.History.Series["flow|A->B|records_per_second"]; len(rs) != 3 || rs[2] <= 0 {
+		t.Errorf("records per second history %v", rs)
 	}
 	if len(f.Partitions) != 2 || f.Partitions[1].RecordsLost == nil || *f.Partitions[1].RecordsLost != 7 || f.Partitions[0].RecordsLost != nil {
 		t.Errorf("partitions: %+v", f.Partitions)

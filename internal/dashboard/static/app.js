@@ -199,11 +199,14 @@ function renderCharts(snap) {
     ["replication_latency_ms", "replication latency", ms], ["checkpoint_latency_ms", "checkpoint latency", ms]];
   for (const f of snap.flows) {
     if (f.kind !== "replication") continue;
+    box.appendChild(el("h3", "flow-name", f.name));
+    const grid = el("div", "grid");
     for (const [key, title, fmt] of kinds) {
       const values = snap.history.series["flow|" + f.name + "|" + key];
       if (!values && key === "checkpoint_latency_ms") continue;
-      box.appendChild(chart(f.name + " " + title, times, values || [], fmt));
+      grid.appendChild(chart(title, times, values || [], fmt));
     }
+    box.appendChild(grid);
   }
   if (!box.children.length) box.appendChild(el("p", "empty", "no replication flow yet"));
 }
@@ -240,7 +243,7 @@ function renderPartitions(flows) {
       r.dataset.flow = f.name;
       r.dataset.topic = p.topic;
       r.dataset.partition = p.partition;
-      r.append(td(f.name), td(p.topic + (p.remote !== p.topic ? " → " + p.remote : "")), td(p.partition, "num"),
+      r.append(td(f.name, "wrap"), td(p.topic + (p.remote !== p.topic ? " → " + p.remote : ""), "wrap"), td(p.partition, "num"),
         td(p.state, "state " + p.state), td(num(p.lag), "lag num"), td(num(p.lag_seconds), "num"));
       const sp = td("");
       sp.appendChild(spark(p.lag_history));
@@ -255,7 +258,7 @@ function renderPartitions(flows) {
 function renderGroups(cps) {
   fill("groups", cps.map(c => {
     const r = el("tr");
-    r.append(td(c.flow), td(c.group), td(c.topic), td(c.partition, "num"), td(num(c.upstream_offset), "num"),
+    r.append(td(c.flow, "wrap"), td(c.group, "wrap"), td(c.topic, "wrap"), td(c.partition, "num"), td(num(c.upstream_offset), "num"),
       td(num(c.downstream_offset), "num"), td(ago(c.at)), td(ms(c.latency_ms), "num"));
     return r;
   }), 8, "no checkpoint written yet");
