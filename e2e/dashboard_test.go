@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/internal/testkafka"
 )
@@ -25,8 +26,9 @@ const screenshotEnv = "KMIRROR_DASHBOARD_SCREENSHOT"
 // running kmirror on real brokers and checks what the page shows after
 // its JavaScript ran: the flow's name and state, the lag of a paused flow
 // holding a backlog, that lag falling to 0 once the flow is resumed, a
-// consumer group's checkpoint, and the page's Pause button pausing the
-// flow for real (GET /status).
+// consumer group's checkpoint, the page's Pause and Resume buttons acting
+// for real (GET /status), an upstream gap with its error, and the login
+// form for a wrong token.
 func TestDashboard(t *testing.T) {
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
@@ -102,8 +104,8 @@ func TestDashboard(t *testing.T) {
 	run("load the dashboard", chromedp.Navigate("http://"+addr+"/ui/#token="+token))
 
 	type shown struct {
-		Name, State, Lag, Rate, Button, URL, Groups, Errors string
-		Partitions                                          int
+		Name, State, Lag, Rate, Button, URL, Groups, Gaps, Errors string
+		Partitions                                                int
 	}
 	show := func() shown {
 		js := `(() => {
@@ -111,6 +113,7 @@ func TestDashboard(t *testing.T) {
 			const text = q => r && r.querySelector(q) ? r.querySelector(q).textContent : "";
 			return {Name: text(".name"), State: text(".state"), Lag: text(".lag"), Rate: text(".rate"), Button: text("button"), URL: location.href,
 				Groups: document.querySelector("#groups tbody").textContent,
+				Gaps: document.querySelector("#gaps tbody").textContent,
 				Errors: document.querySelector("#errors tbody").textContent,
 				Partitions: document.querySelectorAll("#partitions tbody tr[data-flow]").length};
 		})()`
@@ -192,6 +195,34 @@ func TestDashboard(t *testing.T) {
 		s = show()
 		return s.State == "paused" && s.Button == "Resume"
 	})
+
+	// An upstream gap while paused: 30 new records on p0, of which
+	// retention (DeleteRecords) takes 20 before kmirror copies them.
+	produceN(t, a, topic, 1, 30, "lost")
+	ends, err := a.Admin(t).ListEndOffsets(ctx(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	var del kadm.Offsets
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: end.Offset - 10})
+	if _, err := a.Admin(t).DeleteRecords(ctx(t), del); err != nil {
+		t.Fatal(err)
+	}
 	run("click Resume", chromedp.Click(chromedp.CSS(`#flows button.resume`)))
 	waitFor(t, 20*time.Second, "GET /status says running after the page's Resume", func() bool { return restState() == "running" })
+	waitFor(t, 30*time.Second, "the page shows the gap and its error", func() bool {
+		s = show()
+		return strings.Contains(s.Gaps, topic) && strings.Contains(s.Gaps, "20") && strings.Contains(s.Errors, "source records lost")
+	})
+
+	// A wrong token gets the login form and no data.
+	run("load with a wrong token", chromedp.Navigate("http://"+addr+"/ui/#token=wrong"))
+	waitFor(t, 10*time.Second, "the page asks for the token", func() bool {
+		c, cancel := context.WithTimeout(bctx, 10*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(c, chromedp.Evaluate[string](
+			`document.getElementById("main").hidden && !document.getElementById("login").hidden ? document.getElementById("login-error").textContent : ""`))
+		return err == nil && got == "wrong token"
+	})
 }

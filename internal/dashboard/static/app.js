@@ -299,5 +299,7 @@ document.addEventListener("DOMContentLoaded", () => {
     document.getElementById("token").value = "";
     poll();
   });
+  // A link with another token, opened in this tab, takes effect at once.
+  window.addEventListener("hashchange", () => { takeFragmentToken(); poll(); });
   poll();
 });
