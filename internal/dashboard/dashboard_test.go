@@ -308,3 +308,30 @@ func TestLogRing(t *testing.T) {
 		t.Errorf("ring of 3 after 5 warnings: %+v", got)
 	}
 }
+
+// TestSampleWhileServing samples and serves snapshots at once (run with
+// -race), with a gap that grows between samples.
+func TestSampleWhileServing(t *testing.T) {
+	m := metrics.New()
+	fs := flows{{Name: "A->B", Kind: "replication", State: "running", Partitions: []datapath.PartitionStatus{{Topic: "t", Remote: "A.t"}}}}
+	d, srv := served(t, fs, m, nil)
+	lost := m.RecordsLost.WithLabelValues("A", "B", "t", "0")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 50 {
+			lost.Add(1)
+			d.Sample(time.Unix(3000+int64(i), 0))
+		}
+	}()
+	for range 20 {
+		if resp, _ := get(t, srv.URL+"/ui/api/snapshot", token); resp.StatusCode != 200 {
+			t.Fatalf("snapshot: %d", resp.StatusCode)
+		}
+	}
+	<-done
+	g := d.Snapshot(time.Now()).Gaps
+	if len(g) != 1 || g[0].RecordsLost != 50 || !g[0].LastSeen.Equal(time.Unix(3049, 0)) {
+		t.Errorf("gaps %+v, want 50 lost, last seen at the last sample", g)
+	}
+}

@@ -53,7 +53,10 @@ type sampled struct {
 
 func newSampled(mfs []*dto.MetricFamily, prev sampled, now time.Time) sampled {
 	s := sampled{at: now, rate: map[partKey]float64{}, bytes: map[partKey]float64{}, latency: map[partKey]float64{},
-		lost: map[partKey]float64{}, gaps: prev.gaps, checkpoint: map[cpKeyOf]float64{}}
+		lost: map[partKey]float64{}, gaps: make(map[partKey]time.Time, len(prev.gaps)), checkpoint: map[cpKeyOf]float64{}}
+	for k, at := range prev.gaps { // a copy: snapshots read the last one unlocked
+		s.gaps[k] = at
+	}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			l := labels(m)
