@@ -43,6 +43,9 @@ func Start(c Control, l Listen, token string, log *slog.Logger, mounts ...Mount)
 // Handler returns the API. token guards every endpoint but /health and
 // /ready; an empty token turns the guard off (kmirror.rest.auth = none
 // must say so), and then Go profiles (/debug/pprof/) are not served.
+// Requests that change state are refused when a browser sends them from
+// another origin (net/http's CrossOriginProtection), so a web page cannot
+// pause or reload flows through a visitor's browser even without a token.
 func Handler(c Control, token string, log *slog.Logger, mounts ...Mount) http.Handler {
 	a := &api{c: c, token: token, log: log}
 	mux := http.NewServeMux()
@@ -64,7 +67,7 @@ func Handler(c Control, token string, log *slog.Logger, mounts ...Mount) http.Ha
 		mux.HandleFunc("GET /debug/pprof/symbol", a.auth(pprof.Symbol))
 		mux.HandleFunc("GET /debug/pprof/trace", a.auth(pprof.Trace))
 	}
-	return mux
+	return http.NewCrossOriginProtection().Handler(mux)
 }
 
 // Mount serves more under Prefix (a ServeMux pattern such as "/ui/");

@@ -99,3 +99,48 @@ func TestAPI(t *testing.T) {
 		})
 	}
 }
+
+// TestCrossOrigin: a browser on another origin cannot change state, even
+// when the API has no token; same-origin and non-browser clients can.
+func TestCrossOrigin(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tests := []struct {
+		name, method, site, origin string
+		code                       int
+	}{
+		{"curl (no browser headers)", "POST", "", "", 200},
+		{"same origin page", "POST", "same-origin", "", 200},
+		{"cross-site form post", "POST", "cross-site", "", 403},
+		{"cross origin by Origin only", "POST", "", "http://evil.example", 403},
+		{"cross-site read is allowed", "GET", "cross-site", "", 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &fake{flows: []runner.FlowStatus{{Name: "A->B"}}}
+			srv := httptest.NewServer(Handler(c, "", log))
+			defer srv.Close()
+			path := "/flows/A->B/pause"
+			if tt.method == "GET" {
+				path = "/status"
+			}
+			req, _ := http.NewRequest(tt.method, srv.URL+path, nil)
+			if tt.site != "" {
+				req.Header.Set("Sec-Fetch-Site", tt.site)
+			}
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.code {
+				t.Errorf("%s %s (Sec-Fetch-Site %q, Origin %q): %d, want %d", tt.method, path, tt.site, tt.origin, resp.StatusCode, tt.code)
+			}
+			if wantCall := tt.code == 200 && tt.method == "POST"; wantCall != (len(c.calls) == 1) {
+				t.Errorf("calls %v", c.calls)
+			}
+		})
+	}
+}
