@@ -20,6 +20,7 @@ import (
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/replicate"
+	"github.com/kmirror/kmirror/internal/slots"
 	"github.com/kmirror/kmirror/internal/throttle"
 	"github.com/kmirror/kmirror/internal/topicsync"
 )
@@ -82,11 +83,12 @@ func (r *running) build(ctx context.Context) error {
 	}
 	r.hooks = &groupHooks{remotes: make(map[string]string)}
 	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: startAtEnd, Log: f.log}
+	slotCount := 0 // exactly-once with several workers: one transactional ID per slot
+	if r.group != "" && eos {
+		slotCount = c.Slots
+	}
 	if r.group != "" {
-		if eos {
-			return fmt.Errorf("flow %s: exactly-once with several workers (%s) is not supported yet; run one worker per flow", c.Name(), config.WorkersKey)
-		}
-		copts = append(copts, r.hooks.options(r.group, c.SourceConsumer)...)
+		copts = append(copts, r.hooks.options(r.group, c.SourceConsumer, slotCount)...)
 		f.log.Info("workers share this flow through a consumer group on the source", "group", r.group)
 	}
 	var err error
@@ -94,7 +96,14 @@ func (r *running) build(ctx context.Context) error {
 		return err
 	}
 	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
-	if eos {
+	var slotProducer func(int) (*kgo.Client, error)
+	if slotCount > 0 {
+		slotProducer = func(n int) (*kgo.Client, error) {
+			cl, _, err := f.client(fmt.Sprintf("replication-producer-slot-%d", n), clients.Producer, c.TargetProducer,
+				append([]kgo.Opt{kgo.TransactionalID(slots.TransactionalID(TransactionalID(c), n))}, popts...)...)
+			return cl, err
+		}
+	} else if eos {
 		popts = append(popts, kgo.TransactionalID(TransactionalID(c)))
 	}
 	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
@@ -115,7 +124,12 @@ func (r *running) build(ctx context.Context) error {
 		if storeProducer, _, err = f.client("progress-producer", clients.Producer, c.TargetProducer, kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
 			return err
 		}
-		f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", TransactionalID(c))
+		if slotCount > 0 {
+			f.log.Info("exactly-once: records and progress are written in transactions, one transactional ID per slot of partitions",
+				"transactional_ids", slots.TransactionalID(TransactionalID(c), 0)+"..", "slots", slotCount)
+		} else {
+			f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", TransactionalID(c))
+		}
 	}
 	r.store, err = progress.Open(ctx, r.tgtAdm, r.tgtConn, storeProducer, progress.Options{
 		Topic:             c.OffsetStorageTopic,
@@ -187,6 +201,8 @@ func (r *running) build(ctx context.Context) error {
 			AddOrigin:     f.opts.AddOrigin,
 			Throttle:      limiter,
 			Transactional: eos,
+			SlotProducer:  slotProducer,
+			Slots:         slotCount,
 			Group:         r.group != "",
 			Metrics:       f.m,
 			Log:           f.log,
