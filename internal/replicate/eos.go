@@ -52,6 +52,8 @@ func (r *Replicator) eosCommit(ctx context.Context) error {
 	case r.commits <- req:
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-r.stopped:
+		return nil // Run committed before it returned
 	}
 	r.wakePoll()
 	select {
@@ -59,6 +61,8 @@ func (r *Replicator) eosCommit(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-r.stopped:
+		return nil
 	}
 }
 

@@ -92,6 +92,7 @@ type Replicator struct {
 	commits chan commitRequest // exactly-once: commits asked of the poll loop
 	txns    map[int]*txn       // exactly-once: the producers by slot
 	fatal   error              // exactly-once: the single producer was fenced
+	stopped chan struct{}      // closed when Run returns: no poll loop serves commits
 }
 
 // New returns a Replicator; call Run to start it.
@@ -106,7 +107,7 @@ func New(cfg Config) *Replicator {
 			Progress: cfg.Progress, Syncs: cfg.Syncs, Metrics: cfg.Metrics, Log: cfg.Log,
 		},
 		cfg: cfg, sources: sources, parts: make(map[progress.TP]*partition), commits: make(chan commitRequest, 8),
-		txns: make(map[int]*txn),
+		txns: make(map[int]*txn), stopped: make(chan struct{}),
 	}
 	if cfg.Transactional && cfg.SlotProducer == nil {
 		r.txns[0] = &txn{cl: cfg.Target}
@@ -357,6 +358,7 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 	// lets those already polled reach the target instead of failing them.
 	pctx, pcancel := context.WithCancel(context.Background())
 	defer pcancel()
+	defer close(r.stopped)
 	for ctx.Err() == nil {
 		if r.cfg.Transactional {
 			if err := r.eosStep(ctx); err != nil {
