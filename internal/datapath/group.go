@@ -135,3 +135,14 @@ func TPs(m map[string][]int32) []progress.TP {
 	}
 	return tps
 }
+
+// Lists turns a map of partitions to anything into topic -> partitions.
+func Lists[V any](m map[string]map[int32]V) map[string][]int32 {
+	out := make(map[string][]int32, len(m))
+	for topic, ps := range m {
+		for p := range ps {
+			out[topic] = append(out[topic], p)
+		}
+	}
+	return out
+}

@@ -211,6 +211,13 @@ func (r *Replicator) Assign(ps []datapath.Partition) {
 	}
 	r.mu.Unlock()
 	if r.cfg.Group {
+		// A restart pauses its partition on the group consumer and
+		// resumes it later, unless the partition was revoked meanwhile;
+		// franz-go keeps the pause across assignments, so a partition
+		// handed back would never be fetched again. It starts resumed.
+		if !r.Paused() {
+			r.cfg.Source.ResumeFetchPartitions(datapath.Lists(add))
+		}
 		return
 	}
 	for i, m := range byLane(r, add) {
