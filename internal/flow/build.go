@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -87,8 +88,9 @@ func (r *running) build(ctx context.Context) error {
 	if r.group != "" && eos {
 		slotCount = c.Slots
 	}
+	direct := copts // a consumer without the group, for the record path
 	if r.group != "" {
-		copts = append(copts, r.hooks.options(r.group, c.SourceConsumer, slotCount)...)
+		copts = append(slices.Clip(copts), r.hooks.options(r.group, c.SourceConsumer, slotCount)...)
 		f.log.Info("workers share this flow through a consumer group on the source", "group", r.group)
 	}
 	var err error
@@ -152,21 +154,30 @@ func (r *running) build(ctx context.Context) error {
 	}
 	limiter := throttle.New(c.ThrottleBytesPerSecond)
 	fetches := fetchesOf(c, usePT)
-	// More source clients, one per fetch lane after the first. The
-	// record path in group mode fetches with the group consumer alone.
+	// More source clients, one per fetch lane after the first.
 	var more []*kgo.Client
-	if usePT || r.group == "" {
-		for i := 1; i < fetches; i++ {
-			var o []kgo.Opt // passthrough: transport and metadata only
-			if !usePT {
-				o = copts // direct consumers like r.consumer (no group here)
-			}
-			cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer, o...)
-			if err != nil {
-				return err
-			}
-			more = append(more, cl)
+	for i := 1; i < fetches; i++ {
+		var o []kgo.Opt // passthrough: transport and metadata only
+		if !usePT {
+			o = direct // direct consumers (no group)
 		}
+		cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer, o...)
+		if err != nil {
+			return err
+		}
+		more = append(more, cl)
+	}
+	// The record path in group mode fetches with direct consumers, like
+	// passthrough: the group consumer only hands out the partitions, its
+	// fetching paused (datapath.Group.OwnFetches). Fetching through the
+	// group consumer left a partition unfetched now and then after a
+	// rebalance (docs/architecture.md, "Assignment and several workers").
+	src := r.consumer
+	if r.group != "" && !usePT {
+		if src, _, err = f.client("replication-fetcher-0", clients.Consumer, c.SourceConsumer, direct...); err != nil {
+			return err
+		}
+		r.hooks.adapter.OwnFetches = true
 	}
 	if usePT {
 		f.log.Info("passthrough: source batches are forwarded without recompression", "fetches_per_broker", fetches)
@@ -190,7 +201,7 @@ func (r *running) build(ctx context.Context) error {
 		r.rep = replicate.New(replicate.Config{
 			SourceAlias:   c.Source,
 			TargetAlias:   c.Target,
-			Source:        r.consumer,
+			Source:        src,
 			MoreSources:   more,
 			SourceAdmin:   r.srcAdm,
 			Target:        r.producer,
@@ -203,7 +214,6 @@ func (r *running) build(ctx context.Context) error {
 			Transactional: eos,
 			SlotProducer:  slotProducer,
 			Slots:         slotCount,
-			Group:         r.group != "",
 			Metrics:       f.m,
 			Log:           f.log,
 		})
