@@ -103,6 +103,13 @@ func workersTakeOver(t *testing.T, extra ...string) {
 	if taken == 0 || resumed == 0 {
 		t.Errorf("%d partitions taken over after the kill, %d resumed from worker 1's progress; want some of each", taken, resumed)
 	}
+	// Every assigned partition is copied without the stall watchdog's help
+	// (datapath.Health restarts a partition that makes no progress).
+	for i, w := range []*proc{w1, w2} {
+		if n := strings.Count(w.log.String(), "partition stalled"); n > 0 {
+			t.Errorf("worker %d: %d partitions stalled and were restarted by the watchdog", i+1, n)
+		}
+	}
 	if owns(w2) <= before {
 		t.Errorf("worker 2 never took over worker 1's partitions: %d assignments before the kill, %d after", before, owns(w2))
 	}

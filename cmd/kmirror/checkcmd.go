@@ -14,6 +14,7 @@ import (
 	"github.com/kmirror/kmirror/internal/flow"
 	"github.com/kmirror/kmirror/internal/preflight"
 	"github.com/kmirror/kmirror/internal/runner"
+	"github.com/kmirror/kmirror/internal/slots"
 )
 
 // checkCmd is "kmirror check": validate a file and say what each flow will
@@ -89,9 +90,13 @@ func describe(w io.Writer, f *config.Flow, addOrigin bool) {
 	}
 	p("topics: %s, excluding %s", strings.Join(f.Topics, ", "), strings.Join(f.TopicsExclude, ", "))
 	p("remote names: %s (a source topic t becomes %s)", f.PolicyClass, f.Policy.FormatRemoteTopic(f.Source, "t"))
-	if f.ExactlyOnce {
+	switch {
+	case f.ExactlyOnce && f.Workers == config.Group:
+		p("exactly-once: on (%s.exactly.once.source.support = enabled), %d slots, transactional ids %s to %s",
+			f.Target, f.Slots, slots.TransactionalID(flow.TransactionalID(f), 0), slots.TransactionalID(flow.TransactionalID(f), f.Slots-1))
+	case f.ExactlyOnce:
 		p("exactly-once: on (%s.exactly.once.source.support = enabled), transactional id %s", f.Target, flow.TransactionalID(f))
-	} else {
+	default:
 		p("exactly-once: off")
 	}
 	if f.Workers == config.Group {

@@ -152,7 +152,7 @@ func TestDefaults(t *testing.T) {
 		SyncGroupOffsetsEnabled: false, SyncGroupOffsetsInterval: time.Minute,
 		TasksMax: 1, AdminTimeout: time.Minute, ConsumerPollTimeout: time.Second,
 		OffsetStorageTopic: "mm2-offsets.A.internal", OffsetStoragePartitions: 25, OffsetStorageReplicationFactor: 3,
-		WorkersGroupID: "kmirror-A->B", OffsetFlushInterval: time.Second, StallTimeout: DefaultStallTimeout, LagThreshold: DefaultLagThreshold,
+		WorkersGroupID: "kmirror-A->B", Slots: DefaultSlots, OffsetFlushInterval: time.Second, StallTimeout: DefaultStallTimeout, LagThreshold: DefaultLagThreshold,
 	}
 	got := *f
 	got.Settings, got.Worker, got.settings, got.cfg = nil, nil, nil, nil

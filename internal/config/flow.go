@@ -106,6 +106,7 @@ type Flow struct {
 	FetchesPerBroker       int               // FetchesKey; 0: the data path's default
 	Workers                Workers           // WorkersKey
 	WorkersGroupID         string            // WorkersGroupIDKey; default kmirror-SOURCE->TARGET
+	Slots                  int               // SlotsKey: exactly-once slots in group mode
 	StartFromGroup         string            // StartGroupKey; "" for none
 	ThrottleBytesPerSecond int64             // ThrottleKey; 0: no bound
 	Provenance             Switch            // ProvenanceKey; Auto when unset

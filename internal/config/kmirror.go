@@ -30,6 +30,11 @@ const (
 	// tune how fast a dead worker is noticed.
 	WorkersKey        = "kmirror.workers"
 	WorkersGroupIDKey = "kmirror.workers.group.id"
+	// SlotsKey, for exactly-once with group workers, is how many slots
+	// (transactional IDs) the flow's partitions are spread over: the
+	// group hands out whole slots, so it bounds how many workers share
+	// the work (default DefaultSlots).
+	SlotsKey = "kmirror.exactly.once.slots"
 	// StartGroupKey names a consumer group on the source whose committed
 	// offsets are where partitions without progress start (what `kmirror
 	// mm1` sets from MM1's group.id). kmirror commits nothing to it.
@@ -73,7 +78,7 @@ const MaxFetchesPerBroker = 8
 const DefaultOffsetFlushInterval = time.Second
 
 var (
-	kmirrorFlowKeys = set(PassthroughKey, FetchesKey, WorkersKey, WorkersGroupIDKey, StartGroupKey,
+	kmirrorFlowKeys = set(PassthroughKey, FetchesKey, WorkersKey, WorkersGroupIDKey, SlotsKey, StartGroupKey,
 		ThrottleKey, ProvenanceKey, OffsetTranslationKey, OffsetIndexRetentionKey, MaxSyncsKey,
 		StallTimeoutKey, LagThresholdKey)
 	kmirrorRESTKeys = set(RESTListenerKey, RESTTokenKey, RESTAuthKey, RESTCertKey, RESTKeyKey)
@@ -217,10 +222,14 @@ func (b *builder) kmirror() {
 	ms := b.integer(w, "offset.flush.interval.ms", DefaultOffsetFlushInterval.Milliseconds(), 1, limit,
 		fmt.Sprintf("must be from 1 to %d milliseconds", limit))
 	f.OffsetFlushInterval = time.Duration(ms) * time.Millisecond
-	if f.ExactlyOnce && f.Workers == Group {
-		b.fail(s, WorkersKey, "group is not supported with exactly-once (%s.exactly.once.source.support = enabled) yet; run one worker per flow", f.Target)
-	}
+	f.Slots = int(b.integer(s, SlotsKey, DefaultSlots, 1, MaxSlots, fmt.Sprintf("must be a whole number from 1 to %d", MaxSlots)))
 }
+
+// DefaultSlots and MaxSlots: SlotsKey.
+const (
+	DefaultSlots = 16
+	MaxSlots     = 1024
+)
 
 // Defaults of StallTimeoutKey and LagThresholdKey.
 const (

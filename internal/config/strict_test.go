@@ -27,7 +27,13 @@ func TestNothingSilent(t *testing.T) {
 		{name: "EOS bad value", line: "B.exactly.once.source.support = yes",
 			err: `B.exactly.once.source.support: invalid value "yes"`},
 		{name: "group workers with exactly-once", line: "A->B.kmirror.workers = group\nB.exactly.once.source.support = enabled",
-			err: "A->B.kmirror.workers: group is not supported with exactly-once"},
+			check: func(f *Flow) string {
+				return want(f.Workers == Group && f.ExactlyOnce && f.Slots == DefaultSlots, true)
+			}},
+		{name: "exactly-once slots", line: "A->B.kmirror.exactly.once.slots = 4 ",
+			check: func(f *Flow) string { return want(f.Slots, 4) }},
+		{name: "exactly-once slots zero", line: "A->B.kmirror.exactly.once.slots = 0",
+			err: "A->B.kmirror.exactly.once.slots: 0 is out of range: must be a whole number from 1 to 1024"},
 		{name: "workers mixed case", line: "A->B.kmirror.workers = Group",
 			check: func(f *Flow) string { return want(f.Workers, Group) }},
 		{name: "passthrough upper case", line: "kmirror.passthrough.enabled = FALSE ",

@@ -44,12 +44,27 @@ func (g *Group) Options() []kgo.Opt {
 	}
 }
 
+// Fencer is an Engine whose writes are transactional (exactly-once): a
+// partition's previous owner must be fenced, so that nothing it still
+// sends can commit, before the partition's progress is read.
+type Fencer interface {
+	Fence(ctx context.Context, tps []progress.TP) error
+}
+
 // Assigned is kgo's OnPartitionsAssigned: the engine starts the newly
 // assigned partitions from their progress.
 func (g *Group) Assigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
 	// Another worker may have saved progress for these partitions since
 	// this one last read it.
-	if err := g.Progress.CatchUp(ctx); err != nil {
+	catchUp := g.Progress.CatchUp
+	if f, ok := g.Engine.(Fencer); ok {
+		if err := f.Fence(ctx, TPs(m)); err != nil {
+			g.Log.Error("fencing the previous owners of assigned partitions failed; those partitions are not replicated until the next rebalance", "err", err)
+		}
+		// Progress committed behind a transaction still open is read too.
+		catchUp = g.Progress.CatchUpStable
+	}
+	if err := catchUp(ctx); err != nil {
 		g.Log.Warn("reading the progress other workers saved failed; assigned partitions resume from older progress and copy some records again", "err", err)
 	}
 	if g.Track != nil {
@@ -119,4 +134,15 @@ func TPs(m map[string][]int32) []progress.TP {
 		}
 	}
 	return tps
+}
+
+// Lists turns a map of partitions to anything into topic -> partitions.
+func Lists[V any](m map[string]map[int32]V) map[string][]int32 {
+	out := make(map[string][]int32, len(m))
+	for topic, ps := range m {
+		for p := range ps {
+			out[topic] = append(out[topic], p)
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/replicate"
+	"github.com/kmirror/kmirror/internal/slots"
 	"github.com/kmirror/kmirror/internal/throttle"
 	"github.com/kmirror/kmirror/internal/topicsync"
 )
@@ -82,11 +84,13 @@ func (r *running) build(ctx context.Context) error {
 	}
 	r.hooks = &groupHooks{remotes: make(map[string]string)}
 	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: startAtEnd, Log: f.log}
+	slotCount := 0 // exactly-once with several workers: one transactional ID per slot
+	if r.group != "" && eos {
+		slotCount = c.Slots
+	}
+	direct := copts // a consumer without the group, for the record path
 	if r.group != "" {
-		if eos {
-			return fmt.Errorf("flow %s: exactly-once with several workers (%s) is not supported yet; run one worker per flow", c.Name(), config.WorkersKey)
-		}
-		copts = append(copts, r.hooks.options(r.group, c.SourceConsumer)...)
+		copts = append(slices.Clip(copts), r.hooks.options(r.group, c.SourceConsumer, slotCount)...)
 		f.log.Info("workers share this flow through a consumer group on the source", "group", r.group)
 	}
 	var err error
@@ -94,7 +98,14 @@ func (r *running) build(ctx context.Context) error {
 		return err
 	}
 	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
-	if eos {
+	var slotProducer func(int) (*kgo.Client, error)
+	if slotCount > 0 {
+		slotProducer = func(n int) (*kgo.Client, error) {
+			cl, _, err := f.client(fmt.Sprintf("replication-producer-slot-%d", n), clients.Producer, c.TargetProducer,
+				append([]kgo.Opt{kgo.TransactionalID(slots.TransactionalID(TransactionalID(c), n))}, popts...)...)
+			return cl, err
+		}
+	} else if eos {
 		popts = append(popts, kgo.TransactionalID(TransactionalID(c)))
 	}
 	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
@@ -115,7 +126,12 @@ func (r *running) build(ctx context.Context) error {
 		if storeProducer, _, err = f.client("progress-producer", clients.Producer, c.TargetProducer, kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
 			return err
 		}
-		f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", TransactionalID(c))
+		if slotCount > 0 {
+			f.log.Info("exactly-once: records and progress are written in transactions, one transactional ID per slot of partitions",
+				"transactional_ids", slots.TransactionalID(TransactionalID(c), 0)+"..", "slots", slotCount)
+		} else {
+			f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", TransactionalID(c))
+		}
 	}
 	r.store, err = progress.Open(ctx, r.tgtAdm, r.tgtConn, storeProducer, progress.Options{
 		Topic:             c.OffsetStorageTopic,
@@ -138,21 +154,30 @@ func (r *running) build(ctx context.Context) error {
 	}
 	limiter := throttle.New(c.ThrottleBytesPerSecond)
 	fetches := fetchesOf(c, usePT)
-	// More source clients, one per fetch lane after the first. The
-	// record path in group mode fetches with the group consumer alone.
+	// More source clients, one per fetch lane after the first.
 	var more []*kgo.Client
-	if usePT || r.group == "" {
-		for i := 1; i < fetches; i++ {
-			var o []kgo.Opt // passthrough: transport and metadata only
-			if !usePT {
-				o = copts // direct consumers like r.consumer (no group here)
-			}
-			cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer, o...)
-			if err != nil {
-				return err
-			}
-			more = append(more, cl)
+	for i := 1; i < fetches; i++ {
+		var o []kgo.Opt // passthrough: transport and metadata only
+		if !usePT {
+			o = direct // direct consumers (no group)
 		}
+		cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer, o...)
+		if err != nil {
+			return err
+		}
+		more = append(more, cl)
+	}
+	// The record path in group mode fetches with direct consumers, like
+	// passthrough: the group consumer only hands out the partitions, its
+	// fetching paused (datapath.Group.OwnFetches). Fetching through the
+	// group consumer left a partition unfetched now and then after a
+	// rebalance (docs/architecture.md, "Assignment and several workers").
+	src := r.consumer
+	if r.group != "" && !usePT {
+		if src, _, err = f.client("replication-fetcher-0", clients.Consumer, c.SourceConsumer, direct...); err != nil {
+			return err
+		}
+		r.hooks.adapter.OwnFetches = true
 	}
 	if usePT {
 		f.log.Info("passthrough: source batches are forwarded without recompression", "fetches_per_broker", fetches)
@@ -176,7 +201,7 @@ func (r *running) build(ctx context.Context) error {
 		r.rep = replicate.New(replicate.Config{
 			SourceAlias:   c.Source,
 			TargetAlias:   c.Target,
-			Source:        r.consumer,
+			Source:        src,
 			MoreSources:   more,
 			SourceAdmin:   r.srcAdm,
 			Target:        r.producer,
@@ -187,7 +212,8 @@ func (r *running) build(ctx context.Context) error {
 			AddOrigin:     f.opts.AddOrigin,
 			Throttle:      limiter,
 			Transactional: eos,
-			Group:         r.group != "",
+			SlotProducer:  slotProducer,
+			Slots:         slotCount,
 			Metrics:       f.m,
 			Log:           f.log,
 		})

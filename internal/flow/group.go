@@ -9,6 +9,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/slots"
 	"github.com/kmirror/kmirror/internal/topicsync"
 )
 
@@ -66,11 +67,17 @@ func (h *groupHooks) remote(topic string) string {
 	return h.remotes[topic]
 }
 
-func (h *groupHooks) options(group string, props map[string]string) []kgo.Opt {
+// options are the group consumer's. Exactly-once (slots > 0) hands out
+// whole slots (internal/slots) instead of balancing partitions one by one.
+func (h *groupHooks) options(group string, props map[string]string, slotCount int) []kgo.Opt {
+	balancer := kgo.CooperativeStickyBalancer()
+	if slotCount > 0 {
+		balancer = slots.Balancer(slotCount)
+	}
 	opts := []kgo.Opt{
 		kgo.ConsumerGroup(group),
 		kgo.DisableAutoCommit(),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(balancer),
 	}
 	opts = append(opts, h.adapter.Options()...)
 	if ms, err := strconv.Atoi(props["session.timeout.ms"]); err == nil && ms > 0 {

@@ -65,7 +65,10 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 		if r.cfg.Throttle.Wait(ctx, len(rec.Key)+len(rec.Value)) != nil {
 			return // stopping: the record was not sent and is fetched again
 		}
-		prod := r.producerFor(rec)
+		if r.cfg.Transactional && !r.beginFor(p) {
+			continue // fenced: the partition is dropped
+		}
+		prod := r.producerFor(p, rec)
 		if prod != p.prod {
 			// Another codec: the records in flight go first, so that the
 			// partition stays in order across producers.
@@ -100,8 +103,11 @@ func (r *Replicator) copyPartition(ctx context.Context, fp kgo.FetchTopicPartiti
 
 // producerFor returns the producer of a record: the one of its source
 // codec when ByCodec is set.
-func (r *Replicator) producerFor(rec *kgo.Record) *kgo.Client {
-	if r.cfg.Transactional || r.cfg.ByCodec == nil {
+func (r *Replicator) producerFor(p *partition, rec *kgo.Record) *kgo.Client {
+	if r.cfg.Transactional {
+		return p.txn.cl
+	}
+	if r.cfg.ByCodec == nil {
 		return r.cfg.Target
 	}
 	if cl, ok := r.cfg.ByCodec[rec.Attrs.CompressionType()]; ok {
@@ -118,6 +124,13 @@ func (r *Replicator) producers() []*kgo.Client {
 			out = append(out, cl)
 		}
 	}
+	r.mu.Lock()
+	for _, t := range r.txns {
+		if t.own {
+			out = append(out, t.cl)
+		}
+	}
+	r.mu.Unlock()
 	return out
 }
 

@@ -67,8 +67,13 @@ type Config struct {
 	// producer and progress is written in the same transactions as the
 	// records (see eos.go).
 	Transactional bool
-	Metrics       *metrics.Metrics
-	Log           *slog.Logger
+	// SlotProducer, in exactly-once group mode, makes the transactional
+	// producer of a slot (internal/slots) of Slots; Target then carries
+	// no transactions.
+	SlotProducer func(slot int) (*kgo.Client, error)
+	Slots        int
+	Metrics      *metrics.Metrics
+	Log          *slog.Logger
 }
 
 // Replicator runs the record path of one flow.
@@ -85,7 +90,9 @@ type Replicator struct {
 	acks atomic.Int64 // records acknowledged in all
 
 	commits chan commitRequest // exactly-once: commits asked of the poll loop
-	inTxn   bool               // exactly-once: a transaction is open; poll loop only
+	txns    map[int]*txn       // exactly-once: the producers by slot
+	fatal   error              // exactly-once: the single producer was fenced
+	stopped chan struct{}      // closed when Run returns: no poll loop serves commits
 }
 
 // New returns a Replicator; call Run to start it.
@@ -94,13 +101,18 @@ func New(cfg Config) *Replicator {
 	if !cfg.Group {
 		sources = append(sources, cfg.MoreSources...)
 	}
-	return &Replicator{
+	r := &Replicator{
 		Core: datapath.Core{
 			SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias, SourceAdmin: cfg.SourceAdmin,
 			Progress: cfg.Progress, Syncs: cfg.Syncs, Metrics: cfg.Metrics, Log: cfg.Log,
 		},
 		cfg: cfg, sources: sources, parts: make(map[progress.TP]*partition), commits: make(chan commitRequest, 8),
+		txns: make(map[int]*txn), stopped: make(chan struct{}),
 	}
+	if cfg.Transactional && cfg.SlotProducer == nil {
+		r.txns[0] = &txn{cl: cfg.Target}
+	}
+	return r
 }
 
 // source is the client that fetches tp.
@@ -130,6 +142,7 @@ func byLane[V any](r *Replicator, m map[string]map[int32]V) []map[string]map[int
 type partition struct {
 	tp     progress.TP
 	remote string
+	txn    *txn // exactly-once: the producer of its records and progress
 
 	recordCount, byteCount prometheus.Counter
 	recordAge, latency     *metrics.Window
@@ -173,6 +186,13 @@ func (r *Replicator) Assign(ps []datapath.Partition) {
 			continue
 		}
 		p := r.newPartition(a)
+		if r.cfg.Transactional {
+			if p.txn = r.txns[r.slotOf(a.TP)]; p.txn == nil || p.txn.fenced {
+				r.cfg.Log.Error("exactly-once: partition not replicated: its slot could not be taken; it is retried at the next rebalance",
+					"topic", a.TP.Topic, "partition", a.TP.Partition, "slot", r.slotOf(a.TP))
+				continue
+			}
+		}
 		off, from := kgo.NewOffset().AtStart(), "log start"
 		if saved, ok := r.cfg.Progress.Get(a.TP); ok && saved >= 0 {
 			p.Done, p.next = saved, saved+1
@@ -191,6 +211,13 @@ func (r *Replicator) Assign(ps []datapath.Partition) {
 	}
 	r.mu.Unlock()
 	if r.cfg.Group {
+		// A restart pauses its partition on the group consumer and
+		// resumes it later, unless the partition was revoked meanwhile;
+		// franz-go keeps the pause across assignments, so a partition
+		// handed back would never be fetched again. It starts resumed.
+		if !r.Paused() {
+			r.cfg.Source.ResumeFetchPartitions(datapath.Lists(add))
+		}
 		return
 	}
 	for i, m := range byLane(r, add) {
@@ -229,16 +256,17 @@ func (r *Replicator) Revoke(ctx context.Context, tps []progress.TP) error {
 		return r.Release(ctx, revoker{r}, tps, true)
 	}
 	revoker{r}.MarkRevoked(tps)
-	// Their progress goes out with the next transaction.
-	if err := r.Commit(ctx); err != nil {
-		return err
-	}
+	// Their progress goes out with the next transaction. Whether or not
+	// that works (a fenced worker's does not), they are dropped: what was
+	// not committed is copied again by the next owner.
+	err := r.Commit(ctx)
 	r.mu.Lock()
 	for _, tp := range tps {
 		delete(r.parts, tp)
 	}
 	r.mu.Unlock()
-	return nil
+	r.releaseSlots(false)
+	return err
 }
 
 // revoker is the Replicator's side of datapath.Core.Release.
@@ -337,9 +365,11 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 	// lets those already polled reach the target instead of failing them.
 	pctx, pcancel := context.WithCancel(context.Background())
 	defer pcancel()
+	defer close(r.stopped)
 	for ctx.Err() == nil {
 		if r.cfg.Transactional {
 			if err := r.eosStep(ctx); err != nil {
+				r.releaseSlots(true)
 				return err
 			}
 		} else {
@@ -375,7 +405,12 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 	defer cancel()
 	context.AfterFunc(dctx, pcancel)
 	if r.cfg.Transactional {
-		return r.commitTxn(dctx)
+		err := r.commitTxn(dctx)
+		r.releaseSlots(true)
+		r.mu.Lock()
+		fatal := r.fatal
+		r.mu.Unlock()
+		return errors.Join(fatal, err)
 	}
 	if err := r.flushAll(dctx); err != nil {
 		return fmt.Errorf("waiting for records in flight: %w", err)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -99,11 +97,7 @@ func (f *fakePair) run(t *testing.T, topic string, n int32, want int, syncs stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var logw io.Writer = io.Discard
-	if testing.Verbose() {
-		logw = os.Stderr
-	}
-	log := slog.New(slog.NewTextHandler(logw, nil))
+	log := testLog()
 	dstAdm := kadm.NewClient(client(t, f.dstOpts))
 	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}
 	if eos {

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
+)
+
+// TestWorkersExactlyOnce runs exactly-once with several workers in group
+// mode while a producer writes: it scales from one worker to three, kills
+// one with SIGKILL, stops another with SIGSTOP past its session timeout
+// (the group gives its slots to the survivor, which fences it) and resumes
+// it, then scales back to one. A read_committed reader of the target must
+// see every source record exactly once, in source order per partition.
+func TestWorkersExactlyOnce(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "eosworkers")
+	a.CreateTopic(t, topic, 6, nil)
+
+	pctx, stopProducing := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		cl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
+		for i := 0; pctx.Err() == nil; i++ {
+			cl.Produce(pctx, &kgo.Record{Topic: topic, Partition: int32(i % 6), Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprint("v", i))}, nil)
+			if i%100 == 99 {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		cl.Flush(context.Background())
+	}()
+	defer stopProducing()
+
+	src, dst := alias(t, "src"), alias(t, "dst")
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
+		src+"->"+dst+".topics = "+topic,
+		"kmirror.workers = group",
+		src+"->"+dst+".kmirror.exactly.once.slots = 6",
+		dst+".exactly.once.source.support = enabled",
+		src+".consumer.session.timeout.ms = 6000",
+		src+".consumer.heartbeat.interval.ms = 500"))
+	remote := src + "." + topic
+	const taken = "exactly-once: slot taken"
+	const fenced = "exactly-once: this worker was fenced"
+	slotsOf := func(p *proc) int { return strings.Count(p.log.String(), taken) }
+	// Partitions handed to a worker after their slots were taken and
+	// their progress read: the worker copies them from then on.
+	owns := func(p *proc) int { return strings.Count(p.log.String(), "partition assigned to this worker") }
+	copied := func() int { return countOrZero(t, b, remote) }
+
+	// 1 -> 3 workers.
+	w1 := startKmirror(t, cfg)
+	waitFor(t, 60*time.Second, "worker 1 to copy records", func() bool { return copied() > 1000 })
+	w2, w3 := startKmirror(t, cfg), startKmirror(t, cfg)
+	waitFor(t, 60*time.Second, "all three workers to own slots", func() bool { return owns(w2) > 0 && owns(w3) > 0 })
+	time.Sleep(2 * time.Second)
+	t.Logf("three workers: slots taken %d, %d, %d; target holds %d records", slotsOf(w1), slotsOf(w2), slotsOf(w3), copied())
+
+	// SIGKILL one under load.
+	// Every rebalance hands all slots out anew (the balancer is eager):
+	// each worker logs the slots it takes again.
+	before := owns(w2) + owns(w3)
+	w1.kill()
+	waitFor(t, 60*time.Second, "the others to take worker 1's slots", func() bool { return owns(w2)+owns(w3) > before })
+	// Worker 2 copies, so it has transactions open when it is stopped.
+	time.Sleep(3 * time.Second)
+
+	// SIGSTOP another past its session timeout: the group gives its
+	// slots to worker 3, whose producers fence it. Then it resumes, with a
+	// transaction open from before the stop, and must not commit it.
+	before = owns(w3)
+	if err := w2.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "worker 3 to take the stopped worker's slots", func() bool { return owns(w3) > before })
+	time.Sleep(2 * time.Second)
+	if err := w2.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the resumed worker to find itself fenced", func() bool { return strings.Contains(w2.log.String(), fenced) })
+	for _, l := range strings.Split(w2.log.String(), "\n") {
+		if strings.Contains(l, fenced) {
+			t.Logf("zombie: %s", l)
+			break
+		}
+	}
+	time.Sleep(3 * time.Second)
+
+	// 3 -> 1: the resumed worker leaves, worker 3 copies the rest alone.
+	w2.stop()
+	time.Sleep(2 * time.Second)
+	stopProducing()
+	wg.Wait()
+	want := a.ReadAll(t, topic)
+	waitFor(t, 90*time.Second, "worker 3 to copy everything", func() bool { return hasAllKeys(t, b, remote, want) })
+	w3.stop()
+
+	got := b.ReadAll(t, remote) // read_committed
+	dups := checkNoLoss(t, want, got)
+	t.Logf("source %d records, target %d (read_committed), duplicates %d; slots taken by workers 1, 2, 3: %d, %d, %d",
+		len(want), len(got), dups, slotsOf(w1), slotsOf(w2), slotsOf(w3))
+	if dups != 0 || len(got) != len(want) {
+		t.Errorf("exactly-once: %d duplicates, %d records on the target for %d on the source; want 0 and the same count", dups, len(got), len(want))
+	}
+	// Record by record: each target partition holds its source partition's
+	// records, in order, key and value the same.
+	sameRecords(t, want, got, "")
+}
