@@ -301,14 +301,7 @@ func (pl *Pipeline) maintain(ctx context.Context) {
 	case abort:
 		pl.abortTxn(ctx)
 	case needPID && pl.eos():
-		if resp, err := pl.initTransactional(ctx); err == nil {
-			pl.mu.Lock()
-			pl.newProducerLocked(resp.ProducerID, resp.ProducerEpoch)
-			pl.mu.Unlock()
-			pl.cfg.Log.Info("exactly-once passthrough: transactional producer ready", "transactional_id", pl.txn.id, "producer_id", resp.ProducerID, "epoch", resp.ProducerEpoch)
-		} else if ctx.Err() == nil && pl.Fatal() == nil {
-			pl.cfg.Log.Warn("exactly-once passthrough: cannot initialize the transactional producer; retrying", "err", err)
-		}
+		pl.startTxnProducer(ctx, true)
 	case needPID:
 		pl.initProducerID(ctx)
 	}

@@ -528,18 +528,26 @@ func (pl *Pipeline) abortTxn(ctx context.Context) {
 	cause, unsure := pl.txn.failed, pl.txn.unsure
 	pl.mu.Unlock()
 	pl.cfg.Log.Warn("exactly-once: aborting the transaction; partitions go back to their committed progress", "err", cause)
+	// If the commit may have happened, its progress is on the target.
+	pl.startTxnProducer(ctx, unsure)
+}
+
+// startTxnProducer gets a new epoch of the transactional producer and
+// sends every partition back to its committed progress, read again first
+// with catchUp. The first start reads it again too: an instance this one
+// fenced may have committed since the progress was read.
+func (pl *Pipeline) startTxnProducer(ctx context.Context, catchUp bool) bool {
 	resp, err := pl.initTransactional(ctx)
 	if err != nil {
 		if ctx.Err() == nil && pl.Fatal() == nil {
-			pl.cfg.Log.Warn("exactly-once: aborting the transaction failed; retrying", "err", err)
+			pl.cfg.Log.Warn("exactly-once: cannot get a new producer epoch; retrying", "err", err)
 		}
-		return
+		return false
 	}
-	if unsure {
-		// The commit may have happened: its progress is on the target.
+	if catchUp {
 		if err := pl.cfg.Progress.CatchUp(ctx); err != nil {
 			pl.cfg.Log.Warn("exactly-once: reading committed progress failed; retrying", "err", err)
-			return
+			return false
 		}
 	}
 	pl.mu.Lock()
@@ -550,23 +558,25 @@ func (pl *Pipeline) abortTxn(ctx context.Context) {
 		if p.revoked {
 			continue
 		}
+		saved, ok := pl.cfg.Progress.Get(p.tp)
+		if !ok {
+			saved = -1
+		}
+		p.Done = saved
 		if p.stopped {
-			if saved, ok := pl.cfg.Progress.Get(p.tp); ok {
-				p.Done = saved
-			} else {
-				p.Done = -1
-			}
 			continue
 		}
 		pl.dropQueueLocked(p, false)
 		p.gen++
 		p.blocked, p.renumber, p.retries = false, false, 0
-		if saved, ok := pl.cfg.Progress.Get(p.tp); ok && saved >= 0 {
-			p.Done, p.next = saved, saved+1
+		if saved >= 0 {
+			p.next = saved + 1
 		} else {
-			p.Done, p.next = -1, p.base
+			p.next = p.base
 		}
 	}
+	pl.cfg.Log.Info("exactly-once passthrough: transactional producer ready", "transactional_id", pl.txn.id, "producer_id", resp.ProducerID, "epoch", resp.ProducerEpoch)
+	return true
 }
 
 // newProducerLocked starts producer ID pid at epoch: every sequence starts
