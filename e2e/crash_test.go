@@ -238,15 +238,24 @@ func TestExactlyOnceFencing(t *testing.T) {
 	first := startKmirror(t, cfg)
 	waitFor(t, 60*time.Second, "the first kmirror to copy", func() bool { return countOrZero(t, b, remote) > 0 })
 	second := startKmirror(t, cfg)
-	select {
-	case <-first.done:
-	case <-time.After(90 * time.Second):
-		t.Fatal("the first kmirror did not stop after the second fenced it")
+	// A fenced producer learns it at its next write: records keep coming
+	// until the first kmirror stops.
+	deadline := time.After(90 * time.Second)
+	for n := 20000; ; n += 500 {
+		write(n, 500)
+		select {
+		case <-first.done:
+		case <-deadline:
+			t.Fatal("the first kmirror did not stop after the second fenced it")
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		break
 	}
 	if !strings.Contains(first.log.String(), "fenced") {
 		t.Errorf("the first kmirror's log does not say it was fenced:\n%s", first.log.String())
 	}
-	write(20000, 5000)
+	t.Logf("the first kmirror stopped after fencing: %v", first.err)
 	want := a.ReadAll(t, topic)
 	waitFor(t, 90*time.Second, "the second kmirror to catch up", func() bool { return hasAllKeys(t, b, remote, want) })
 	second.stop()
