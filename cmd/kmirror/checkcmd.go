@@ -90,7 +90,11 @@ func describe(w io.Writer, f *config.Flow, addOrigin bool) {
 	p("topics: %s, excluding %s", strings.Join(f.Topics, ", "), strings.Join(f.TopicsExclude, ", "))
 	p("remote names: %s (a source topic t becomes %s)", f.PolicyClass, f.Policy.FormatRemoteTopic(f.Source, "t"))
 	if f.ExactlyOnce {
-		p("exactly-once: on (%s.exactly.once.source.support = enabled), transactional id %s", f.Target, flow.TransactionalID(f))
+		how := "records and progress in target transactions"
+		if pt {
+			how = "source batches and progress in target transactions"
+		}
+		p("exactly-once: on (%s.exactly.once.source.support = enabled), %s, transactional id %s", f.Target, how, flow.TransactionalID(f))
 	} else {
 		p("exactly-once: off")
 	}
