@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +26,12 @@ const (
 	Limit     = "limit"      // ProducerPerformance straight to the target
 	Base      = "base"       // the --baseline kmirror binary, record path
 	BasePT    = "base-pt"    // the --baseline kmirror binary, passthrough
+	// KmirrorEOSPT and MM2EOS run exactly-once (TARGET.exactly.once.source.support
+	// = enabled): kmirror on passthrough, MM2 in dedicated mode. Their
+	// records are counted by a read_committed reader of the target, as
+	// end offsets also count transaction markers and aborted records.
+	KmirrorEOSPT = "kmirror-eos-pt"
+	MM2EOS       = "mm2-eos"
 )
 
 // Replicators are the replicators a benchmark compares, in report order.
@@ -32,7 +39,7 @@ var Replicators = []string{Kmirror, KmirrorPT, MM2}
 
 // reportOrder is the order of a workload's rows in the report; rows
 // without runs are left out.
-var reportOrder = []string{Kmirror, KmirrorPT, Base, BasePT, MM2, Limit}
+var reportOrder = []string{Kmirror, KmirrorPT, KmirrorEOSPT, Base, BasePT, MM2, MM2EOS, Limit}
 
 // replName is a replicator's name in the report.
 func replName(r string) string {
@@ -47,6 +54,10 @@ func replName(r string) string {
 		return "base-pt (baseline, passthrough)"
 	case MM2:
 		return "Apache MM2"
+	case KmirrorEOSPT:
+		return "kmirror-eos-pt (exactly-once, passthrough)"
+	case MM2EOS:
+		return "Apache MM2 exactly-once"
 	case Limit:
 		return "limit (ProducerPerformance)"
 	}
@@ -58,6 +69,7 @@ func replName(r string) string {
 // default where a flow allows it).
 const (
 	PassthroughProperty = "kmirror.passthrough.enabled = true"
+	EOSProperty         = "exactly.once.source.support = enabled" // after "TARGET."
 	RecordPathProperty  = "kmirror.passthrough.enabled = false"
 )
 
@@ -204,8 +216,12 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 		body += RecordPathProperty + "\n"
 	case KmirrorPT, BasePT:
 		body += PassthroughProperty + "\n"
+	case KmirrorEOSPT:
+		body += PassthroughProperty + "\n" + dst + "." + EOSProperty + "\n"
+	case MM2EOS:
+		body += dst + "." + EOSProperty + "\n"
 	}
-	if repl != MM2 {
+	if repl != MM2 && repl != MM2EOS {
 		for _, l := range e.KmirrorSet {
 			body += l + "\n"
 		}
@@ -218,7 +234,7 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	var hooks runHooks
 	var prof *profiler
 	switch repl {
-	case Kmirror, KmirrorPT, Base, BasePT:
+	case Kmirror, KmirrorPT, KmirrorEOSPT, Base, BasePT:
 		bin := e.Kmirror
 		if repl == Base || repl == BasePT {
 			bin = e.Baseline
@@ -242,7 +258,7 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 		}
 		cmd = exec.Command(bin, append(args, props)...)
 		cmd.Env = append(os.Environ(), "KMIRROR_REST_TOKEN="+profileToken)
-	case MM2:
+	case MM2, MM2EOS:
 		l4j := filepath.Join(e.Dir, "mm2-log4j2.properties")
 		if err := os.WriteFile(l4j, []byte(mm2Log4j), 0o644); err != nil {
 			res.Error = err.Error()
@@ -259,7 +275,17 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	for _, t := range w.TopicNames() {
 		remote = append(remote, src+"."+t)
 	}
-	e.measure(ctx, &res, cmd, base+".log", remote, hooks)
+	count := e.copied
+	if repl == KmirrorEOSPT || repl == MM2EOS {
+		c, err := newCommittedCounter(e.Clusters.Target, remote)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		defer c.close()
+		count = c.count
+	}
+	e.measure(ctx, &res, cmd, base+".log", remote, hooks, count)
 	if prof != nil {
 		p, err := prof.summarize(ctx)
 		if err != nil {
@@ -282,7 +308,8 @@ type runHooks struct{ first, last func() }
 // measure starts cmd and polls the target's end offsets of topics every
 // 100 ms until they add up to res.Records, sampling the process's CPU
 // time at the first and the last record, then stops it (SIGTERM).
-func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath string, topics []string, hooks runHooks) {
+func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath string, topics []string, hooks runHooks,
+	count func(context.Context, []string) (int64, error)) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		res.Error = err.Error()
@@ -330,7 +357,7 @@ func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath s
 		hwm, herr := peakRSS(pid)
 		now := time.Now()
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, err := e.copied(qctx, topics)
+		n, err := count(qctx, topics)
 		cancel()
 		if err != nil {
 			continue
@@ -361,6 +388,41 @@ func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath s
 	if err := stop(cmd, exited, 60*time.Second); err != nil && res.Error == "" {
 		res.Error = err.Error()
 	}
+}
+
+// committedCounter counts the records of topics that a read_committed
+// reader of the target sees.
+type committedCounter struct {
+	cl     *kgo.Client
+	n      atomic.Int64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newCommittedCounter(bootstrap string, topics []string) (*committedCounter, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(time.Second))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &committedCounter{cl: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			c.n.Add(int64(c.cl.PollFetches(ctx).NumRecords()))
+		}
+	}()
+	return c, nil
+}
+
+func (c *committedCounter) count(context.Context, []string) (int64, error) { return c.n.Load(), nil }
+
+func (c *committedCounter) close() {
+	c.cancel()
+	<-c.done
+	c.cl.Close()
 }
 
 // copied adds the end offsets of those of topics that exist on the
