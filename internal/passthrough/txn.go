@@ -432,7 +432,9 @@ func (pl *Pipeline) writeProgress(ctx context.Context, pid int64, epoch int16, r
 	topic := recs[0].Topic
 	byPart := map[int32][]*kgo.Record{}
 	var tps []progress.TP
+	now := time.Now()
 	for _, r := range recs {
+		r.Timestamp = now // as a producer stamps them
 		if _, ok := byPart[r.Partition]; !ok {
 			tps = append(tps, progress.TP{Topic: topic, Partition: r.Partition})
 		}
