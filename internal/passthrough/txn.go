@@ -553,13 +553,14 @@ func (pl *Pipeline) startTxnProducer(ctx context.Context, catchUp bool) bool {
 		}
 	}
 	pl.mu.Lock()
-	defer pl.mu.Unlock()
 	pl.newProducerLocked(resp.ProducerID, resp.ProducerEpoch)
 	pl.txn.failed, pl.txn.unsure = nil, false
+	var tps []progress.TP
 	for _, p := range pl.parts {
 		if p.revoked {
 			continue
 		}
+		tps = append(tps, p.tp)
 		saved, ok := pl.cfg.Progress.Get(p.tp)
 		if !ok {
 			saved = -1
@@ -577,6 +578,10 @@ func (pl *Pipeline) startTxnProducer(ctx context.Context, catchUp bool) bool {
 			p.next = p.base
 		}
 	}
+	pl.mu.Unlock()
+	// Offset syncs held back for the aborted batches point at offsets
+	// no read_committed reader sees.
+	pl.Forget(tps)
 	pl.cfg.Log.Info("exactly-once passthrough: transactional producer ready", "transactional_id", pl.txn.id, "producer_id", resp.ProducerID, "epoch", resp.ProducerEpoch)
 	return true
 }
