@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,9 +27,18 @@ func TestKillNineLosesNothing(t *testing.T) {
 	t.Run("at-least-once record path two lanes", func(t *testing.T) { killNine(t, false, recordPath, twoLanes) })
 	// Exactly-once: a read_committed reader of the target sees no
 	// duplicate at all.
+	// passthrough in target transactions, the default
 	t.Run("exactly-once", func(t *testing.T) { killNine(t, true) })
 	t.Run("exactly-once two lanes", func(t *testing.T) { killNine(t, true, twoLanes) })
+	t.Run("exactly-once record path", func(t *testing.T) { killNine(t, true, recordPath) })
+	// Source producers in transactions, a quarter of them aborted: the
+	// target holds the committed records only, once each.
+	t.Run("exactly-once transactional source", func(t *testing.T) { killNine(t, true, txnSource) })
 }
+
+// txnSource makes killNine's source producer transactional, aborting
+// every fourth transaction; as a properties line it is a comment.
+const txnSource = "# transactional source producer"
 
 func killNine(t *testing.T, eos bool, extraLines ...string) {
 	cs := testkafka.Shared(t, 2)
@@ -42,6 +53,10 @@ func killNine(t *testing.T, eos bool, extraLines ...string) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		if slices.Contains(extraLines, txnSource) {
+			produceInTransactions(pctx, t, a, topic, &produced)
+			return
+		}
 		cl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
 		for i := 0; pctx.Err() == nil; i++ {
 			r := &kgo.Record{Topic: topic, Partition: int32(i % 3), Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf("value-%d", i))}
@@ -100,6 +115,36 @@ func killNine(t *testing.T, eos bool, extraLines ...string) {
 	}
 	if eos && dups != 0 {
 		t.Errorf("exactly-once: %d duplicates seen by a read_committed reader, want 0", dups)
+	}
+}
+
+// produceInTransactions writes sequence-numbered records to topic's three
+// partitions in transactions of 60 records until ctx ends, aborting every
+// fourth; produced counts the committed records.
+func produceInTransactions(ctx context.Context, t *testing.T, a *testkafka.Cluster, topic string, produced *atomic.Int64) {
+	cl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID(topic+"-source"))
+	for txn, i := 0, 0; ctx.Err() == nil; txn++ {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Errorf("source producer: %v", err)
+			return
+		}
+		for range 60 {
+			r := &kgo.Record{Topic: topic, Partition: int32(i % 3), Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf("value-%d", i))}
+			cl.Produce(context.Background(), r, nil)
+			i++
+		}
+		commit := kgo.TransactionEndTry(txn%4 != 3)
+		if err := cl.Flush(context.Background()); err != nil {
+			commit = kgo.TryAbort
+		}
+		if err := cl.EndTransaction(context.Background(), commit); err != nil {
+			t.Errorf("source producer: ending transaction %d: %v", txn, err)
+			return
+		}
+		if commit == kgo.TryCommit {
+			produced.Add(60)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -163,4 +208,60 @@ func checkNoLoss(t *testing.T, want, got []*kgo.Record) int {
 		}
 	}
 	return dups
+}
+
+// TestExactlyOnceFencing starts a second kmirror with the same
+// exactly-once configuration while the first copies: the second fences
+// the first, which stops with an error and writes nothing more, and the
+// target read read_committed holds every source record once.
+func TestExactlyOnceFencing(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "fence")
+	a.CreateTopic(t, topic, 3, nil)
+	var produced atomic.Int64
+	write := func(from, n int) {
+		cl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i % 3), Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf("value-%d", i))})
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		produced.Add(int64(n))
+	}
+	write(0, 20000)
+	src, dst := alias(t, "src"), alias(t, "dst")
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, src+"->"+dst+".topics = "+topic, dst+".exactly.once.source.support = enabled"))
+	remote := src + "." + topic
+	first := startKmirror(t, cfg)
+	waitFor(t, 60*time.Second, "the first kmirror to copy", func() bool { return countOrZero(t, b, remote) > 0 })
+	second := startKmirror(t, cfg)
+	// A fenced producer learns it at its next write: records keep coming
+	// until the first kmirror stops.
+	deadline := time.After(90 * time.Second)
+	for n := 20000; ; n += 500 {
+		write(n, 500)
+		select {
+		case <-first.done:
+		case <-deadline:
+			t.Fatal("the first kmirror did not stop after the second fenced it")
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if !strings.Contains(first.log.String(), "fenced") {
+		t.Errorf("the first kmirror's log does not say it was fenced:\n%s", first.log.String())
+	}
+	t.Logf("the first kmirror stopped after fencing: %v", first.err)
+	want := a.ReadAll(t, topic)
+	waitFor(t, 90*time.Second, "the second kmirror to catch up", func() bool { return hasAllKeys(t, b, remote, want) })
+	second.stop()
+	got := b.ReadAll(t, remote)
+	if dups := checkNoLoss(t, want, got); dups != 0 {
+		t.Errorf("%d duplicates seen by a read_committed reader after fencing, want 0", dups)
+	}
+	t.Logf("source %d records, target %d records read_committed", len(want), len(got))
 }

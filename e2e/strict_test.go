@@ -57,9 +57,8 @@ func TestStrictConfig(t *testing.T) {
 			t.Errorf("log lacks %q", want)
 		}
 	}
-	// 'ENABLED ' turned exactly-once on: the flow runs on the record path
-	// because of it.
-	if !strings.Contains(log, "because=exactly-once") {
+	// 'ENABLED ' turned exactly-once on: the flow writes in transactions.
+	if !strings.Contains(log, "records and progress are written in transactions") {
 		t.Errorf("exactly.once.source.support = 'ENABLED ' did not turn exactly-once on")
 	}
 

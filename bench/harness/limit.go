@@ -281,7 +281,7 @@ func (e *Env) measureProducers(ctx context.Context, res *Result, cmds []*exec.Cm
 		}
 		now := time.Now()
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		have, err := e.copiedPer(qctx, topics)
+		have, err := e.copiedPer(qctx, topics, e.target.ListEndOffsets)
 		cancel()
 		if err != nil {
 			continue

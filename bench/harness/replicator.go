@@ -25,6 +25,13 @@ const (
 	Limit     = "limit"      // ProducerPerformance straight to the target
 	Base      = "base"       // the --baseline kmirror binary, record path
 	BasePT    = "base-pt"    // the --baseline kmirror binary, passthrough
+	// KmirrorEOSPT and MM2EOS run exactly-once (TARGET.exactly.once.source.support
+	// = enabled): kmirror on passthrough, MM2 in dedicated mode. Their
+	// records are counted up to the last stable offsets of the target
+	// (what read_committed readers see), which also count one marker per
+	// partition and transaction: such a run ends that many records early.
+	KmirrorEOSPT = "kmirror-eos-pt"
+	MM2EOS       = "mm2-eos"
 )
 
 // Replicators are the replicators a benchmark compares, in report order.
@@ -32,7 +39,7 @@ var Replicators = []string{Kmirror, KmirrorPT, MM2}
 
 // reportOrder is the order of a workload's rows in the report; rows
 // without runs are left out.
-var reportOrder = []string{Kmirror, KmirrorPT, Base, BasePT, MM2, Limit}
+var reportOrder = []string{Kmirror, KmirrorPT, KmirrorEOSPT, Base, BasePT, MM2, MM2EOS, Limit}
 
 // replName is a replicator's name in the report.
 func replName(r string) string {
@@ -47,6 +54,10 @@ func replName(r string) string {
 		return "base-pt (baseline, passthrough)"
 	case MM2:
 		return "Apache MM2"
+	case KmirrorEOSPT:
+		return "kmirror-eos-pt (exactly-once, passthrough)"
+	case MM2EOS:
+		return "Apache MM2 exactly-once"
 	case Limit:
 		return "limit (ProducerPerformance)"
 	}
@@ -58,6 +69,7 @@ func replName(r string) string {
 // default where a flow allows it).
 const (
 	PassthroughProperty = "kmirror.passthrough.enabled = true"
+	EOSProperty         = "exactly.once.source.support = enabled" // after "TARGET."
 	RecordPathProperty  = "kmirror.passthrough.enabled = false"
 )
 
@@ -204,8 +216,12 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 		body += RecordPathProperty + "\n"
 	case KmirrorPT, BasePT:
 		body += PassthroughProperty + "\n"
+	case KmirrorEOSPT:
+		body += PassthroughProperty + "\n" + dst + "." + EOSProperty + "\n"
+	case MM2EOS:
+		body += dst + "." + EOSProperty + "\n"
 	}
-	if repl != MM2 {
+	if repl != MM2 && repl != MM2EOS {
 		for _, l := range e.KmirrorSet {
 			body += l + "\n"
 		}
@@ -218,7 +234,7 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	var hooks runHooks
 	var prof *profiler
 	switch repl {
-	case Kmirror, KmirrorPT, Base, BasePT:
+	case Kmirror, KmirrorPT, KmirrorEOSPT, Base, BasePT:
 		bin := e.Kmirror
 		if repl == Base || repl == BasePT {
 			bin = e.Baseline
@@ -242,7 +258,7 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 		}
 		cmd = exec.Command(bin, append(args, props)...)
 		cmd.Env = append(os.Environ(), "KMIRROR_REST_TOKEN="+profileToken)
-	case MM2:
+	case MM2, MM2EOS:
 		l4j := filepath.Join(e.Dir, "mm2-log4j2.properties")
 		if err := os.WriteFile(l4j, []byte(mm2Log4j), 0o644); err != nil {
 			res.Error = err.Error()
@@ -259,7 +275,11 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 	for _, t := range w.TopicNames() {
 		remote = append(remote, src+"."+t)
 	}
-	e.measure(ctx, &res, cmd, base+".log", remote, hooks)
+	count := e.copied
+	if repl == KmirrorEOSPT || repl == MM2EOS {
+		count = e.copiedCommitted
+	}
+	e.measure(ctx, &res, cmd, base+".log", remote, hooks, count)
 	if prof != nil {
 		p, err := prof.summarize(ctx)
 		if err != nil {
@@ -282,7 +302,8 @@ type runHooks struct{ first, last func() }
 // measure starts cmd and polls the target's end offsets of topics every
 // 100 ms until they add up to res.Records, sampling the process's CPU
 // time at the first and the last record, then stops it (SIGTERM).
-func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath string, topics []string, hooks runHooks) {
+func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath string, topics []string, hooks runHooks,
+	count func(context.Context, []string) (int64, error)) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		res.Error = err.Error()
@@ -330,7 +351,7 @@ func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath s
 		hwm, herr := peakRSS(pid)
 		now := time.Now()
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, err := e.copied(qctx, topics)
+		n, err := count(qctx, topics)
 		cancel()
 		if err != nil {
 			continue
@@ -366,7 +387,16 @@ func (e *Env) measure(ctx context.Context, res *Result, cmd *exec.Cmd, logPath s
 // copied adds the end offsets of those of topics that exist on the
 // target.
 func (e *Env) copied(ctx context.Context, topics []string) (int64, error) {
-	per, err := e.copiedPer(ctx, topics)
+	return total(e.copiedPer(ctx, topics, e.target.ListEndOffsets))
+}
+
+// copiedCommitted adds the last stable offsets of those of topics that
+// exist on the target.
+func (e *Env) copiedCommitted(ctx context.Context, topics []string) (int64, error) {
+	return total(e.copiedPer(ctx, topics, e.target.ListCommittedOffsets))
+}
+
+func total(per map[string]int64, err error) (int64, error) {
 	var sum int64
 	for _, n := range per {
 		sum += n
@@ -377,7 +407,7 @@ func (e *Env) copied(ctx context.Context, topics []string) (int64, error) {
 // copiedPer adds the end offsets of each of topics that exists on the
 // target. Asking for the offsets of a missing topic would make the client
 // wait for it to appear, so existence is checked first.
-func (e *Env) copiedPer(ctx context.Context, topics []string) (map[string]int64, error) {
+func (e *Env) copiedPer(ctx context.Context, topics []string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[string]int64, error) {
 	td, err := e.target.ListTopics(ctx, topics...)
 	if err != nil {
 		return nil, err
@@ -392,7 +422,7 @@ func (e *Env) copiedPer(ctx context.Context, topics []string) (map[string]int64,
 	if len(have) == 0 {
 		return per, nil
 	}
-	offs, err := e.target.ListEndOffsets(ctx, have...)
+	offs, err := list(ctx, have...)
 	if err != nil {
 		return nil, err
 	}

@@ -243,7 +243,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 				switch {
 				case r == Limit:
 					rr = env.MeasureLimit(ctx, w, n, round, limitProcs)
-				case slices.Contains(cfg.Profile, w.Name) && round == cfg.Runs && r != MM2:
+				case slices.Contains(cfg.Profile, w.Name) && round == cfg.Runs && r != MM2 && r != MM2EOS:
 					rr = env.Replicate(ctx, r, w, n, round, profileSeconds(res, w.Name, r))
 				default:
 					rr = env.Replicate(ctx, r, w, n, round, 0)

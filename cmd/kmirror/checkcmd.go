@@ -92,10 +92,14 @@ func describe(w io.Writer, f *config.Flow, addOrigin bool) {
 	p("remote names: %s (a source topic t becomes %s)", f.PolicyClass, f.Policy.FormatRemoteTopic(f.Source, "t"))
 	switch {
 	case f.ExactlyOnce && f.Workers == config.Group:
-		p("exactly-once: on (%s.exactly.once.source.support = enabled), %d slots, transactional ids %s to %s",
+		p("exactly-once: on (%s.exactly.once.source.support = enabled), records and progress in target transactions, %d slots, transactional ids %s to %s",
 			f.Target, f.Slots, slots.TransactionalID(flow.TransactionalID(f), 0), slots.TransactionalID(flow.TransactionalID(f), f.Slots-1))
 	case f.ExactlyOnce:
-		p("exactly-once: on (%s.exactly.once.source.support = enabled), transactional id %s", f.Target, flow.TransactionalID(f))
+		how := "records and progress in target transactions"
+		if pt {
+			how = "source batches and progress in target transactions"
+		}
+		p("exactly-once: on (%s.exactly.once.source.support = enabled), %s, transactional id %s", f.Target, how, flow.TransactionalID(f))
 	default:
 		p("exactly-once: off")
 	}

@@ -13,10 +13,10 @@ import (
 const (
 	// PassthroughKey chooses a flow's data path: "auto" (the default) and
 	// "true" forward source batches as they are, without decompression and
-	// recompression, wherever the flow needs no per-record work (not
-	// exactly-once, no provenance header, no compression.type of its own
-	// for the target producer); "false" always decodes and re-encodes
-	// records.
+	// recompression, wherever the flow needs no per-record work (no
+	// provenance header, no compression.type of its own for the target
+	// producer; exactly-once runs on passthrough too, in target
+	// transactions); "false" always decodes and re-encodes records.
 	PassthroughKey = "kmirror.passthrough.enabled"
 	// FetchesKey is how many fetches a flow keeps in flight to each source
 	// broker, 1 to MaxFetchesPerBroker; unset, the data path's default.

@@ -97,6 +97,10 @@ func (r *running) build(ctx context.Context) error {
 	if r.consumer, _, err = f.client("replication-consumer", clients.Consumer, c.SourceConsumer, copts...); err != nil {
 		return err
 	}
+	usePT, why := dataPathOf(c, eos, f.opts.AddOrigin)
+	if !usePT {
+		f.log.Info("record path: records are decoded and re-encoded", "because", why)
+	}
 	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
 	var slotProducer func(int) (*kgo.Client, error)
 	if slotCount > 0 {
@@ -105,15 +109,11 @@ func (r *running) build(ctx context.Context) error {
 				append([]kgo.Opt{kgo.TransactionalID(slots.TransactionalID(TransactionalID(c), n))}, popts...)...)
 			return cl, err
 		}
-	} else if eos {
+	} else if eos && !usePT { // passthrough runs its own transactions
 		popts = append(popts, kgo.TransactionalID(TransactionalID(c)))
 	}
 	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
 		return err
-	}
-	usePT, why := dataPathOf(c, eos, f.opts.AddOrigin)
-	if !usePT {
-		f.log.Info("record path: records are decoded and re-encoded", "because", why)
 	}
 	byCodec, err := f.codecProducers(eos || usePT, popts)
 	if err != nil {
@@ -181,7 +181,7 @@ func (r *running) build(ctx context.Context) error {
 	}
 	if usePT {
 		f.log.Info("passthrough: source batches are forwarded without recompression", "fetches_per_broker", fetches)
-		pl := passthrough.New(passthrough.Config{
+		ptc := passthrough.Config{
 			SourceAlias: c.Source, TargetAlias: c.Target,
 			Source: r.consumer, MoreSources: more, SourceAdmin: r.srcAdm,
 			Target: r.producer, TargetAdmin: r.tgtAdm,
@@ -194,7 +194,11 @@ func (r *running) build(ctx context.Context) error {
 			FetchMaxBytes:     int32(positiveInt(c.SourceConsumer["fetch.max.bytes"])),
 			PartitionMaxBytes: int32(positiveInt(c.SourceConsumer["max.partition.fetch.bytes"])),
 			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
-		})
+		}
+		if eos {
+			ptc.TransactionalID = TransactionalID(c)
+		}
+		pl := passthrough.New(ptc)
 		r.rep = pl
 		r.hooks.adapter.OwnFetches = true
 	} else {

@@ -62,8 +62,8 @@ func dataPathOf(c *config.Flow, eos, addOrigin bool) (passthrough bool, why stri
 	switch {
 	case c.Passthrough == config.Off:
 		return false, config.PassthroughKey + " = false"
-	case eos:
-		return false, "exactly-once"
+	case eos && c.Workers == config.Group:
+		return false, "exactly-once in group mode"
 	case addOrigin:
 		return false, "the provenance header is written"
 	case c.TargetProducer["compression.type"] != "":

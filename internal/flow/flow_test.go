@@ -32,7 +32,8 @@ func TestDataPathOf(t *testing.T) {
 		{"auto", base + config.PassthroughKey + " = auto\n", false, false, true, ""},
 		{"true", base + "A->B." + config.PassthroughKey + " = true\n", false, false, true, ""},
 		{"false", base + config.PassthroughKey + " = false\n", false, false, false, config.PassthroughKey + " = false"},
-		{"exactly-once", base, true, false, false, "exactly-once"},
+		{"exactly-once", base, true, false, true, ""},
+		{"exactly-once record path", base + config.PassthroughKey + " = false\n", true, false, false, config.PassthroughKey + " = false"},
 		{"provenance header", base + config.PassthroughKey + " = true\n", false, true, false, "the provenance header is written"},
 		{"target codec", base + "B.producer.compression.type = zstd\n", false, false, false, "compression.type"},
 	}

@@ -70,9 +70,10 @@ func parseHeader(raw []byte) (kmsg.RecordBatch, error) {
 
 // stamp rewrites, in place, the header fields of a complete v2 batch that
 // the target needs from this producer: producer ID and epoch, base
-// sequence, no transaction, leader epoch -1, base offset 0. It then
+// sequence, the transactional bit (set only with txn), leader epoch -1,
+// base offset 0. It then
 // updates the CRC from the changed bytes (crc.go). Records are not touched.
-func stamp(raw []byte, pid int64, epoch int16, seq int32) error {
+func stamp(raw []byte, pid int64, epoch int16, seq int32, txn bool) error {
 	var b kmsg.RecordBatch
 	if err := b.ReadFrom(raw); err != nil {
 		return fmt.Errorf("reading record batch header: %w", err)
@@ -80,6 +81,9 @@ func stamp(raw []byte, pid int64, epoch int16, seq int32) error {
 	b.FirstOffset = 0
 	b.PartitionLeaderEpoch = -1
 	b.Attributes &^= attrTransactional
+	if txn {
+		b.Attributes |= attrTransactional
+	}
 	b.ProducerID, b.ProducerEpoch, b.FirstSequence = pid, epoch, seq
 	b.Records = nil
 	var hdr, before [headerSize]byte

@@ -64,8 +64,9 @@ func sourceBatch(t testing.TB, recs []*kgo.Record, codec kgo.CompressionCodecTyp
 
 func TestStampRewritesHeaderAndCRC(t *testing.T) {
 	for _, codec := range codecs {
-		for _, txn := range []bool{false, true} {
-			t.Run(fmt.Sprintf("codec%d/txn=%v", codec, txn), func(t *testing.T) {
+		for _, tc := range []struct{ txn, out bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			txn := tc.txn
+			t.Run(fmt.Sprintf("codec%d/txn=%v/out=%v", codec, txn, tc.out), func(t *testing.T) {
 				recs := testRecords(20, 1000, 50)
 				raw := sourceBatch(t, recs, codec, 1000, txn)
 				before, err := parseHeader(raw)
@@ -74,7 +75,7 @@ func TestStampRewritesHeaderAndCRC(t *testing.T) {
 				}
 				payload := append([]byte(nil), before.Records...)
 
-				if err := stamp(raw, 77, 2, 12345); err != nil {
+				if err := stamp(raw, 77, 2, 12345, tc.out); err != nil {
 					t.Fatal(err)
 				}
 				var after kmsg.RecordBatch
@@ -90,8 +91,12 @@ func TestStampRewritesHeaderAndCRC(t *testing.T) {
 				if after.FirstOffset != 0 || after.PartitionLeaderEpoch != -1 {
 					t.Errorf("base offset %d, leader epoch %d; want 0 and -1", after.FirstOffset, after.PartitionLeaderEpoch)
 				}
-				if after.Attributes != before.Attributes&^attrTransactional {
-					t.Errorf("attributes %#x, want %#x", after.Attributes, before.Attributes&^attrTransactional)
+				want := before.Attributes &^ attrTransactional
+				if tc.out {
+					want |= attrTransactional
+				}
+				if after.Attributes != want {
+					t.Errorf("attributes %#x, want %#x", after.Attributes, want)
 				}
 				if after.Attributes&attrCodec != int16(codec) {
 					t.Errorf("codec %d, want %d", after.Attributes&attrCodec, codec)

@@ -45,7 +45,7 @@ func BenchmarkForward(b *testing.B) {
 					b.Fatal(err)
 				}
 				out := append([]byte(nil), raw...)
-				if err := stamp(out, 1, 0, 0); err != nil {
+				if err := stamp(out, 1, 0, 0, false); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -73,7 +73,7 @@ func BenchmarkReencode(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := stamp(out, 1, 0, 0); err != nil {
+				if err := stamp(out, 1, 0, 0, false); err != nil {
 					b.Fatal(err)
 				}
 			}

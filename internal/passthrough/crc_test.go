@@ -39,7 +39,7 @@ func TestStampKeepsCorruptionVisible(t *testing.T) {
 		raw := sourceBatch(t, testRecords(10, 0, 30), codec, 0, false)
 		raw[len(raw)-5] ^= 0x01
 		for seq := range int32(3) { // a batch may be stamped again for a resend
-			if err := stamp(raw, 5, 1, seq*10); err != nil {
+			if err := stamp(raw, 5, 1, seq*10, seq%2 == 1); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := parseHeader(raw); err != errCorrupt {
@@ -57,7 +57,7 @@ func BenchmarkStamp(b *testing.B) {
 	raw, payload := benchBatch(b, 0, 100)
 	b.SetBytes(int64(payload))
 	for i := 0; b.Loop(); i++ {
-		if err := stamp(raw, 1, 0, int32(i)); err != nil {
+		if err := stamp(raw, 1, 0, int32(i), false); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -36,6 +36,9 @@ type faultCopy struct {
 	// default 1. fetches counts the fetch requests each one sent.
 	lanes   int
 	fetches []atomic.Int64
+	// txnID makes the copy exactly-once with this transactional ID,
+	// committed every 50 ms; the target is then read read_committed.
+	txnID string
 }
 
 // fetchCounter counts the fetch requests a client writes.
@@ -160,11 +163,19 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	}
 	// Small fetches: many batches per partition, several in flight.
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: fetchers[0], MoreSources: fetchers[1:], SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
-		Progress: store, Metrics: metrics.New(), Log: log, PartitionMaxBytes: 20000})
+		Progress: store, Metrics: metrics.New(), Log: log, PartitionMaxBytes: 20000, TransactionalID: fc.txnID})
 	pl.Assign([]datapath.Partition{{TP: progress.TP{Topic: "t", Partition: 0}, Remote: "A.t"}, {TP: progress.TP{Topic: "t", Partition: 1}, Remote: "A.t"}})
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- pl.Run(rctx, 10*time.Second) }()
+	if fc.txnID != "" {
+		go func() {
+			for rctx.Err() == nil {
+				_ = pl.Commit(rctx) // a failed one is aborted and retried
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
 	dctx, dcancel := context.WithCancel(ctx)
 	duringDone := make(chan struct{})
 	go func() {
@@ -173,12 +184,18 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 			fc.during(dctx, dst)
 		}
 	}()
-	// Progress must only grow, and never past what the target holds.
+	// Progress must only grow, and never past what the target holds;
+	// exactly-once, an aborted transaction takes it back to what is
+	// committed, never further.
 	last := map[progress.TP]int64{}
 	for {
+		floor := map[progress.TP]int64{}
+		for tp := range last {
+			floor[tp], _ = store.Get(tp)
+		}
 		pos := pl.Positions()
 		for tp, o := range pos {
-			if o < last[tp] {
+			if o < last[tp] && (fc.txnID == "" || o < floor[tp]) {
 				t.Fatalf("progress of %v went back from %d to %d", tp, last[tp], o)
 			}
 			last[tp] = o
@@ -199,7 +216,8 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 		t.Fatal(err)
 	}
 
-	rd, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.ConsumeTopics("A.t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	rd, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.ConsumeTopics("A.t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,15 +236,19 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 			got++
 		})
 	}
-	ends, err := kadm.NewClient(rd).ListEndOffsets(ctx, "A.t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset != int64(n/2) {
-			t.Errorf("partition %d of the target ends at %d, want %d: records written twice", o.Partition, o.Offset, n/2)
+	if fc.txnID != "" {
+		fc.checkCommitted(ctx, t, rd, dst, n)
+	} else {
+		ends, err := kadm.NewClient(rd).ListEndOffsets(ctx, "A.t")
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset != int64(n/2) {
+				t.Errorf("partition %d of the target ends at %d, want %d: records written twice", o.Partition, o.Offset, n/2)
+			}
+		})
+	}
 	pl.mu.Lock()
 	st := pl.stats
 	pl.mu.Unlock()

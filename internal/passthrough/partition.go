@@ -3,6 +3,7 @@ package passthrough
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ type partition struct {
 	datapath.Ledger
 	gen        int   // bumped when the fetch position jumps; older fetches are dropped
 	next       int64 // next source offset to fetch; -1 until resolved
+	base       int64 // first offset fetched without progress; -1 unknown
 	fromStart  bool  // next resolves to the log start even with StartAtEnd
 	outOfRange bool
 	stopped    bool  // a fatal error stopped the partition
@@ -79,6 +81,7 @@ type outBatch struct {
 	maxTS     int64
 	seq       int32
 	seqSet    bool
+	tried     bool  // sent at least once
 	state     uint8 // stUnsent, stSending or stAcked
 	dstBase   int64 // target offset of the first record once acked; -1 unknown
 }
@@ -122,7 +125,7 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 			tp: a.TP, remote: a.Remote, labels: l,
 			recordCount: m.RecordCount.With(l), byteCount: m.ByteCount.With(l),
 			recordAge: m.RecordAgeMs.With(l), latency: m.ReplicationLatencyMs.With(l),
-			Ledger: datapath.NewLedger(), next: -1, fromStart: fromStart,
+			Ledger: datapath.NewLedger(), next: -1, base: -1, fromStart: fromStart,
 			srcLeader: -1, tgtLeader: -1, maxBytes: defaultMaxMessageBytes,
 			lane: datapath.Lane(a.TP, len(pl.sources)),
 		}
@@ -147,6 +150,9 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 // Revoke stops replicating tps, waits for their batches in flight and
 // saves their progress. Batches fetched and not yet sent are dropped.
 func (pl *Pipeline) Revoke(ctx context.Context, tps []progress.TP) error {
+	if pl.eos() {
+		return pl.txnRevoke(ctx, tps)
+	}
 	return pl.Release(ctx, revoker{pl}, tps, true)
 }
 
@@ -257,6 +263,9 @@ func (pl *Pipeline) Positions() map[progress.TP]int64 {
 // Commit saves the progress of every partition and publishes the offset
 // syncs that were held back.
 func (pl *Pipeline) Commit(ctx context.Context) error {
+	if pl.eos() {
+		return pl.txnCommit(ctx)
+	}
 	return pl.Save(ctx, pl.Positions())
 }
 
@@ -305,6 +314,13 @@ func (pl *Pipeline) stopLocked(p *partition, err error) {
 		offset = p.queue[0].first
 	}
 	p.stopped, p.lastErr = true, err
+	if pl.eos() {
+		for _, b := range p.queue {
+			if b.tried || b.state != stUnsent {
+				pl.failTxnLocked(fmt.Errorf("partition %s stopped with batches on the target beyond its progress: %w", p.tp, err))
+			}
+		}
+	}
 	pl.dropQueueLocked(p, false)
 	pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), "true").Inc()
 	pl.cfg.Log.Error("partition stopped: the record cannot be written to the target; fix the cause and restart kmirror",

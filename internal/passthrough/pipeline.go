@@ -114,6 +114,11 @@ type Config struct {
 	FetchMaxBytes, PartitionMaxBytes int32
 	BufferBytes                      int64
 	FetchMaxWait                     time.Duration
+
+	// TransactionalID, when set, makes the producer transactional with
+	// this ID: exactly-once (txn.go). Group mode gives one per unit of
+	// assignment.
+	TransactionalID string
 }
 
 // Pipeline runs the passthrough path of one flow.
@@ -145,6 +150,10 @@ type Pipeline struct {
 	issued   map[int32]chan struct{}
 	buffered int64 // bytes of queued batches
 	stats    stats
+	// txn is the transaction state in exactly-once mode, nil otherwise;
+	// commitMu keeps commits and aborts one at a time.
+	txn      *txnState
+	commitMu sync.Mutex
 	// legacySeen holds the partitions already logged as having message
 	// format v0/v1 (legacy.go).
 	legacySeen sync.Map
@@ -176,7 +185,7 @@ func New(cfg Config) *Pipeline {
 	if tadm == nil {
 		tadm = kadm.NewClient(cfg.Target)
 	}
-	return &Pipeline{
+	pl := &Pipeline{
 		Core: datapath.Core{
 			SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias, SourceAdmin: cfg.SourceAdmin,
 			Progress: cfg.Progress, Syncs: cfg.Syncs, Metrics: cfg.Metrics, Log: cfg.Log,
@@ -194,6 +203,10 @@ func New(cfg Config) *Pipeline {
 		fetching:  make(map[lane]bool),
 		producing: make(map[int32]int),
 	}
+	if cfg.TransactionalID != "" {
+		pl.txn = &txnState{id: cfg.TransactionalID, added: make(map[progress.TP]bool), offSeq: make(map[int32]int32), coordinator: -1}
+	}
+	return pl
 }
 
 func (pl *Pipeline) wake() {
@@ -213,7 +226,7 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 	defer pcancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && pl.Fatal() == nil {
 		pl.maintain(ctx)
 		pl.startFetches(ctx)
 		pl.startProduces(pctx)
@@ -223,10 +236,15 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 		case <-tick.C:
 		}
 	}
+	if err := pl.Fatal(); err != nil {
+		pcancel()
+		pl.wg.Wait()
+		return err // never writes again
+	}
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	var drainErr error
-	for !pl.idle() {
+	for !pl.idle() && pl.Fatal() == nil {
 		pl.maintain(dctx)
 		pl.startProduces(pctx)
 		select {
@@ -277,8 +295,14 @@ func (pl *Pipeline) maintain(ctx context.Context) {
 			oor = append(oor, p)
 		}
 	}
+	abort := pl.eos() && pl.txn.failed != nil && pl.produceIn == 0 && !pl.txn.committing
 	pl.mu.Unlock()
-	if needPID {
+	switch {
+	case abort:
+		pl.abortTxn(ctx)
+	case needPID && pl.eos():
+		pl.startTxnProducer(ctx, true)
+	case needPID:
 		pl.initProducerID(ctx)
 	}
 	if needMeta {
@@ -289,6 +313,9 @@ func (pl *Pipeline) maintain(ctx context.Context) {
 	}
 	for _, p := range oor {
 		pl.outOfRange(ctx, p)
+	}
+	if pl.eos() {
+		pl.addPartitions(ctx)
 	}
 }
 
@@ -309,16 +336,7 @@ func (pl *Pipeline) initProducerID(ctx context.Context) {
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	pl.pid, pl.epoch, pl.needPID = resp.ProducerID, resp.ProducerEpoch, false
-	pl.stats.pids++
-	for _, p := range pl.parts {
-		p.seq, p.renumber = 0, false
-		for _, b := range p.queue {
-			if b.state != stAcked {
-				b.seqSet = false
-			}
-		}
-	}
+	pl.newProducerLocked(resp.ProducerID, resp.ProducerEpoch)
 	pl.cfg.Log.Debug("passthrough producer ID", "id", resp.ProducerID, "epoch", resp.ProducerEpoch)
 }
 
@@ -433,6 +451,9 @@ func (pl *Pipeline) resolve(ctx context.Context, ps []*partition, list func(cont
 	for _, p := range ps {
 		if o, ok := offs.Lookup(p.tp.Topic, p.tp.Partition); ok && o.Err == nil && p.next < 0 {
 			p.next = o.Offset
+			if p.base < 0 {
+				p.base = o.Offset
+			}
 			p.gen++
 		}
 	}

@@ -34,10 +34,13 @@ type sending struct {
 // requests, which reach the broker in the order they are built.
 func (pl *Pipeline) startProduces(ctx context.Context) {
 	pl.mu.Lock()
-	if pl.pid < 0 || pl.needPID {
+	if pl.pid < 0 || pl.needPID || (pl.eos() && (pl.txn.failed != nil || pl.txn.fatal != nil)) {
 		pl.mu.Unlock()
 		return
 	}
+	// While a commit waits for the transaction's batches, only those
+	// already sent once go again.
+	retriesOnly := pl.eos() && pl.txn.committing
 	now := time.Now()
 	type building struct {
 		ss   []*sending
@@ -49,6 +52,9 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 			pl.stopLocked(p, p.stopAfter)
 		}
 		if p.stopped || p.revoked || p.blocked || p.inflight >= partInflight || len(p.queue) == 0 || p.tgtLeader < 0 || now.Before(p.retryAt) {
+			continue
+		}
+		if pl.eos() && !pl.txn.added[progress.TP{Topic: p.remote, Partition: p.tp.Partition}] {
 			continue
 		}
 		br := p.tgtLeader
@@ -65,6 +71,9 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 			if b.state != stUnsent {
 				continue
 			}
+			if retriesOnly && !b.tried {
+				break
+			}
 			for at < len(reqs) && reqs[at].size > 0 && reqs[at].size+len(b.raw) > produceMaxBytes {
 				at++
 			}
@@ -78,7 +87,7 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 				b.seq, b.seqSet = p.seq, true
 				p.seq = addSeq(p.seq, b.count)
 			}
-			b.state = stSending
+			b.state, b.tried = stSending, true
 			p.inflight++
 			pl.stats.maxInflight = max(pl.stats.maxInflight, p.inflight)
 			reqs[at].size += len(b.raw)
@@ -121,7 +130,10 @@ type produceRequest struct {
 	*kmsg.ProduceRequest
 	size   int
 	queued func()
+	max    int16 // the highest version to send
 }
+
+func (r *produceRequest) MaxVersion() int16 { return min(r.max, r.ProduceRequest.MaxVersion()) }
 
 func (r *produceRequest) AppendTo(dst []byte) []byte {
 	r.queued()
@@ -147,11 +159,16 @@ func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending, pr
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 30000
+	maxV := req.MaxVersion()
+	if pl.eos() {
+		req.TransactionID = &pl.txn.id
+		maxV = maxProduceTV1
+	}
 	size := 64
 	byTopic := map[string]int{}
 	for _, s := range ss {
 		// Only this request touches the batch while it is in flight.
-		if err := stamp(s.b.raw, s.pid, s.epoch, s.seq); err != nil {
+		if err := stamp(s.b.raw, s.pid, s.epoch, s.seq, pl.eos()); err != nil {
 			panic(err) // the batch was parsed before it was queued
 		}
 		i, ok := byTopic[s.p.remote]
@@ -173,7 +190,7 @@ func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending, pr
 		<-prev // closed at the latest when that request returns
 	}
 	_ = pl.cfg.Throttle.Wait(ctx, n) // on ctx's end the request fails and is retried
-	resp, err := pl.cfg.Target.Broker(int(broker)).Request(ctx, &produceRequest{ProduceRequest: req, size: size, queued: queued})
+	resp, err := pl.cfg.Target.Broker(int(broker)).Request(ctx, &produceRequest{ProduceRequest: req, size: size, queued: queued, max: maxV})
 	queued()
 	var results map[progress.TP]*kmsg.ProduceResponseTopicPartition
 	if err == nil {
@@ -262,6 +279,14 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 				p.syncq = append(p.syncq, syncAck{b: h, base: h.dstBase})
 			}
 		}
+	case pl.eos() && datapath.IsAny(err, pidErrs) && (idx == 0 || !datapath.IsAny(err, headOnlyPIDErrs)):
+		// The target lost or refused this producer's state: the
+		// transaction is aborted and every partition goes back to its
+		// committed progress.
+		b.state = stUnsent
+		p.blocked = true
+		p.lastErr = err
+		pl.failTxnLocked(fmt.Errorf("partition %s: %w", p.tp, err))
 	case idx == 0 && datapath.Classify(err) == datapath.TooLarge:
 		b.state = stUnsent
 		if b.count == 1 {

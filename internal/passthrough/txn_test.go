@@ -1,0 +1,156 @@
+package passthrough
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/progress"
+)
+
+// checkCommitted checks, after an exactly-once copy of n records, that a
+// read_committed reader sees no record beyond them and that the
+// committed progress covers them all.
+func (fc *faultCopy) checkCommitted(ctx context.Context, t *testing.T, rd *kgo.Client, dst *kfake.Cluster, n int) {
+	t.Helper()
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	extra := 0
+	rd.PollFetches(pctx).EachRecord(func(*kgo.Record) { extra++ })
+	cancel()
+	if extra > 0 {
+		t.Errorf("%d records beyond the %d copied: written twice", extra, n)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	saved, err := progress.Read(ctx, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}, "mm2-offsets.A.internal", "A", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(2) {
+		if got := saved[progress.TP{Topic: "t", Partition: p}]; got != int64(n/2-1) {
+			t.Errorf("committed progress of t-%d is %d, want %d", p, got, n/2-1)
+		}
+	}
+}
+
+// TestTransactionalCopy copies exactly-once between two kfake clusters,
+// with commits every 50 ms, while the target answers some produce requests
+// with errors: retriable ones are sent again in the transaction, a lost
+// producer aborts it and the partitions go back to the committed progress.
+// A read_committed reader sees every record once, in order.
+func TestTransactionalCopy(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		code   int16 // answered to every 7th produce request; 0 none
+		aborts bool
+	}{
+		{"clean", 0, false},
+		{"retriable errors", kerr.NotEnoughReplicas.Code, false},
+		{"lost producer", kerr.UnknownProducerID.Code, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := &faultCopy{records: 4000, txnID: "kmirror-test"}
+			if tc.code != 0 {
+				fc.inject = func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+					if n%7 != 3 || n > 40 {
+						return nil, nil, false
+					}
+					return errorResponse(pr, tc.code), nil, true
+				}
+			}
+			st, _ := fc.run(t)
+			if tc.aborts && st.pids < 2 {
+				t.Errorf("%d producer epochs; want the lost producer to abort the transaction with a new one", st.pids)
+			}
+			if !tc.aborts && st.pids != 1 {
+				t.Errorf("%d producer epochs; want 1", st.pids)
+			}
+		})
+	}
+}
+
+// TestFencedStops: a second producer with the same transactional ID
+// fences the Pipeline, which stops with errFenced and writes nothing more.
+func TestFencedStops(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srcCl, dst := twoPartitions(ctx, t, 200)
+	dstCl, store := openTarget(ctx, t, dst, 2)
+	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: srcCl, SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
+		Progress: store, Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TransactionalID: "kmirror-fence"})
+	pl.Assign([]datapath.Partition{{TP: progress.TP{Topic: "t", Partition: 0}, Remote: "A.t"}, {TP: progress.TP{Topic: "t", Partition: 1}, Remote: "A.t"}})
+	done := make(chan error, 1)
+	go func() { done <- pl.Run(ctx, 5*time.Second) }()
+	for pos := pl.Positions(); pos[progress.TP{Topic: "t", Partition: 0}] < 99; pos = pl.Positions() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := pl.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.TransactionalID("kmirror-fence"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.ProduceSync(ctx, &kgo.Record{Topic: "A.t", Partition: 0, Value: []byte("other")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	// More source records: the fenced Pipeline must not write them.
+	for i := range 50 {
+		if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: int32(i % 2), Value: fmt.Appendf(nil, "late %d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, errFenced) {
+			t.Fatalf("Run returned %v, want %v", err, errFenced)
+		}
+	case <-ctx.Done():
+		t.Fatal("the fenced Pipeline did not stop")
+	}
+	if err := pl.Commit(ctx); !errors.Is(err, errFenced) {
+		t.Errorf("Commit after fencing returned %v, want %v", err, errFenced)
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.ConsumeTopics("A.t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	late := 0
+	for got := 0; got < 201; {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := rd.PollFetches(pctx)
+		pcancel()
+		if pctx.Err() != nil {
+			break
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			if len(r.Value) > 4 && string(r.Value[:4]) == "late" {
+				late++
+			}
+		})
+	}
+	if late > 0 {
+		t.Errorf("%d records written after fencing", late)
+	}
+}
