@@ -293,6 +293,9 @@ func mm1Cmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror mm1: invalid configuration:")
 		fmt.Fprintln(stderr, err)
+		for _, w := range tr.Warnings {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
 		return 1
 	}
 	if o.printConfig {

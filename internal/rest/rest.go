@@ -54,6 +54,10 @@ func Handler(c Control, token string, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /flows/{name}/resume", a.auth(a.act("resume", c.Resume)))
 	mux.HandleFunc("POST /flows/{name}/restart", a.auth(a.act("restart", c.Restart)))
 	mux.HandleFunc("POST /reload", a.auth(a.reload))
+	// Kafka Connect's connector API, which articles show for MM2: it does
+	// nothing here, and says so (no token needed: it reveals nothing).
+	mux.HandleFunc("/connectors", connectors)
+	mux.HandleFunc("/connectors/", connectors)
 	if token != "" {
 		mux.HandleFunc("GET /debug/pprof/", a.auth(pprof.Index))
 		mux.HandleFunc("GET /debug/pprof/cmdline", a.auth(pprof.Cmdline))
@@ -84,6 +88,16 @@ func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// connectorsMsg answers Kafka Connect's /connectors API.
+const connectorsMsg = "kmirror is not a Kafka Connect worker and runs no connectors; " +
+	"put the connector's settings into the MM2 properties file instead: source.cluster.alias A and target.cluster.alias B " +
+	"become A->B.enabled = true, source.cluster.bootstrap.servers becomes A.bootstrap.servers, other keys become A->B.<key>; " +
+	"then POST /reload (or SIGHUP)"
+
+func connectors(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusNotImplemented, errorBody{connectorsMsg})
 }
 
 type errorBody struct {
