@@ -32,9 +32,12 @@ var BrokerJVMOpts = []string{
 // Clusters are the source and target clusters of a benchmark, each one
 // node, and the delaying proxies in front of the source.
 type Clusters struct {
-	Run    *kafkalocal.Run
-	Source string // bootstrap of the source, direct
-	Target string // bootstrap of the target, direct
+	Run *kafkalocal.Run
+	// SourceRun holds the source when it runs an older Kafka release
+	// (StartClusters' srcVersion); Run then holds only the target.
+	SourceRun *kafkalocal.Run
+	Source    string // bootstrap of the source, direct
+	Target    string // bootstrap of the target, direct
 	// Delayed maps a one-way delay to the bootstrap of the source through
 	// a proxy adding it. The source broker has one more listener per
 	// delay (WAN0, WAN1, ...) whose advertised address is that proxy, so
@@ -47,7 +50,14 @@ type Clusters struct {
 // per delay to the source broker (a restart: KRaft brokers cannot change
 // advertised.listeners dynamically) and starts a proxy in front of each
 // that delays each direction by that delay.
-func StartClusters(ctx context.Context, dir, libs string, delays []time.Duration, log io.Writer) (*Clusters, error) {
+//
+// With srcVersion (an older release, jars in srcLibs), the source runs that
+// release in dir/src and the target the pinned one in dir/dst; delays are
+// then refused.
+func StartClusters(ctx context.Context, dir, libs string, delays []time.Duration, srcVersion, srcLibs string, log io.Writer) (*Clusters, error) {
+	if srcVersion != "" {
+		return startOldSource(ctx, dir, libs, delays, srcVersion, srcLibs, log)
+	}
 	run, err := kafkalocal.Up(ctx, kafkalocal.Options{
 		Names: []string{"src", "dst"}, Nodes: 1, Dir: dir, Libs: libs,
 		JVMOpts: BrokerJVMOpts, DieWithParent: true, Log: log,
@@ -122,6 +132,38 @@ func StartClusters(ctx context.Context, dir, libs string, delays []time.Duration
 	return c, nil
 }
 
+// startOldSource starts a source of Kafka srcVersion and a target of the
+// pinned release, one node each.
+func startOldSource(ctx context.Context, dir, libs string, delays []time.Duration, srcVersion, srcLibs string, log io.Writer) (*Clusters, error) {
+	if len(delays) > 0 {
+		return nil, fmt.Errorf("workloads with a delay cannot run with source version %s", srcVersion)
+	}
+	c := &Clusters{Delayed: map[time.Duration]string{}}
+	src, err := kafkalocal.Up(ctx, kafkalocal.Options{
+		Names: []string{"src"}, Nodes: 1, Dir: filepath.Join(dir, "src"), Libs: srcLibs, Version: srcVersion,
+		// Before 1.0 topics cannot be deleted by default; the harness
+		// deletes them between workloads.
+		Config:  map[string]string{"delete.topic.enable": "true"},
+		JVMOpts: BrokerJVMOpts, DieWithParent: true, Log: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.SourceRun = src
+	dst, err := kafkalocal.Up(ctx, kafkalocal.Options{
+		Names: []string{"dst"}, Nodes: 1, Dir: filepath.Join(dir, "dst"), Libs: libs,
+		JVMOpts: BrokerJVMOpts, DieWithParent: true, Log: log,
+	})
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	c.Run = dst
+	c.Source = strings.Join(src.Cluster("src").Bootstrap, ",")
+	c.Target = strings.Join(dst.Cluster("dst").Bootstrap, ",")
+	return c, nil
+}
+
 // DelayedRTT measures the round trip of a small request to the source
 // broker through the proxy that adds delay (the median of five on a warm
 // connection), to show the delay is in the path.
@@ -162,17 +204,26 @@ func (c *Clusters) Stop() {
 	for _, p := range c.proxies {
 		p.Close()
 	}
-	kafkalocal.Down(c.Run.Dir, 30*time.Second)
-	// The brokers' logs stay; their data (gigabytes per run) goes.
-	dirs, _ := filepath.Glob(filepath.Join(c.Run.Dir, "*", "node-*", "data"))
-	for _, d := range dirs {
-		os.RemoveAll(d)
+	for _, r := range []*kafkalocal.Run{c.SourceRun, c.Run} {
+		if r == nil {
+			continue
+		}
+		kafkalocal.Down(r.Dir, 30*time.Second)
+		// The brokers' logs stay; their data (gigabytes per run) goes.
+		dirs, _ := filepath.Glob(filepath.Join(r.Dir, "*", "node-*", "data"))
+		for _, d := range dirs {
+			os.RemoveAll(d)
+		}
 	}
 }
 
 // BrokerPIDs are the process ids of the source and target brokers.
 func (c *Clusters) BrokerPIDs() (src, dst int) {
-	return c.Run.Cluster("src").Nodes[0].PID, c.Run.Cluster("dst").Nodes[0].PID
+	srcRun := c.Run
+	if c.SourceRun != nil {
+		srcRun = c.SourceRun
+	}
+	return srcRun.Cluster("src").Nodes[0].PID, c.Run.Cluster("dst").Nodes[0].PID
 }
 
 func freePorts(n int) ([]int, error) {

@@ -386,6 +386,7 @@ bench/run --workloads kb,wan --runs 5
 # an experiment, docs untouched: kmirror with an extra setting
 go run ./bench/cmd/kbench run --workloads kb,wan --replicators kmirror-pt --no-limit --profile "" --kmirror-set "kmirror.fetches.per.broker = 1"
 go run ./bench/cmd/kbench report --docs docs bench/results/<time>/results.json
+bench/run --quick --source-version 0.11.0.3 --workloads small,kb --runs 1 --no-limit --timeout 2m --out DIR  # an old source (with --quick, docs/ stays untouched)
 go run ./bench/cmd/kbench report --docs docs --json bench/results-published.json A/results.json B/results.json  # merge runs
 KMIRROR_SKIP_INTEGRATION=1 go test ./bench/...   # unit tests only
 go test ./bench/harness -run Quick -v            # end-to-end smoke test, all replicators

@@ -45,7 +45,11 @@ type Config struct {
 	// BaselineRev says which build Baseline is; BinaryRev when empty.
 	BaselineRev string
 	Timeout     time.Duration
-	Log         io.Writer
+	// SourceVersion runs the source on an older Kafka release
+	// (kafkalocal's ZooKeeperVersions or KRaftVersions); the target stays
+	// on the pinned one.
+	SourceVersion string
+	Log           io.Writer
 }
 
 // Results is what results.json holds.
@@ -58,21 +62,23 @@ type Results struct {
 
 // Meta describes the machine and the software of a benchmark.
 type Meta struct {
-	Started      time.Time `json:"started"`
-	Finished     time.Time `json:"finished"`
-	Quick        bool      `json:"quick"`
-	Rounds       int       `json:"rounds"`
-	CPU          string    `json:"cpu"`
-	Cores        int       `json:"cores"`
-	MemoryGiB    float64   `json:"memory_gib"`
-	Kernel       string    `json:"kernel"`
-	Go           string    `json:"go"`
-	Java         string    `json:"java"`
-	Kafka        string    `json:"kafka"`
-	KmirrorRev   string    `json:"kmirror_rev"`
-	TasksMax     int       `json:"tasks_max"`
-	KmirrorSet   []string  `json:"kmirror_set,omitempty"`
-	WANRTTMillis float64   `json:"wan_rtt_ms,omitempty"` // wan's, in older results
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished"`
+	Quick     bool      `json:"quick"`
+	Rounds    int       `json:"rounds"`
+	CPU       string    `json:"cpu"`
+	Cores     int       `json:"cores"`
+	MemoryGiB float64   `json:"memory_gib"`
+	Kernel    string    `json:"kernel"`
+	Go        string    `json:"go"`
+	Java      string    `json:"java"`
+	Kafka     string    `json:"kafka"`
+	// SourceKafka is the source's release when it differs from Kafka.
+	SourceKafka  string   `json:"source_kafka,omitempty"`
+	KmirrorRev   string   `json:"kmirror_rev"`
+	TasksMax     int      `json:"tasks_max"`
+	KmirrorSet   []string `json:"kmirror_set,omitempty"`
+	WANRTTMillis float64  `json:"wan_rtt_ms,omitempty"` // wan's, in older results
 	// RTTMillis is the request round trip to the source through the
 	// proxy, per delayed workload.
 	RTTMillis    map[string]float64 `json:"rtt_ms,omitempty"`
@@ -177,7 +183,13 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		}
 	}
 	fmt.Fprintf(cfg.Log, "kbench: starting clusters in %s\n", filepath.Join(cfg.Dir, "clusters"))
-	cl, err := StartClusters(ctx, filepath.Join(cfg.Dir, "clusters"), libs, delays, cfg.Log)
+	var srcLibs string
+	if cfg.SourceVersion != "" {
+		if srcLibs, err = kafkalocal.ResolveVersionLibs(ctx, cfg.Root, cfg.SourceVersion, cfg.Log); err != nil {
+			return nil, err
+		}
+	}
+	cl, err := StartClusters(ctx, filepath.Join(cfg.Dir, "clusters"), libs, delays, cfg.SourceVersion, srcLibs, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +396,7 @@ func LoadResults(path string) (*Results, error) {
 func meta(cfg Config, libs string, wls []Workload) Meta {
 	m := Meta{
 		Started: time.Now(), Quick: cfg.Quick, Rounds: cfg.Runs, Cores: runtime.NumCPU(),
-		Go: runtime.Version(), Kafka: kafkalocal.KafkaVersion, TasksMax: cfg.TasksMax, KmirrorSet: cfg.KmirrorSet,
+		Go: runtime.Version(), Kafka: kafkalocal.KafkaVersion, SourceKafka: cfg.SourceVersion, TasksMax: cfg.TasksMax, KmirrorSet: cfg.KmirrorSet,
 		Baseline: cfg.Baseline, BaselineRev: cfg.BaselineRev,
 		Descriptions: map[string]string{}, BrokerJVM: BrokerJVMOpts, MM2JVM: MM2JVMOpts,
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/mm1"
 	"github.com/kmirror/kmirror/internal/policy"
 )
@@ -30,8 +31,12 @@ MirrorMaker 1 flags (--flag value or --flag=value):
   --num.streams N                 accepted and ignored: kmirror sizes its own parallelism
   --abort.on.send.failure BOOL    accepted: a partition stops on a fatal send error (see docs/mm1.md)
   --new.consumer                  accepted, no effect (as in MirrorMaker 1)
+  --blacklist REGEX               topics not to mirror (removed in Kafka 2.0; applied as topics.exclude)
+  --num.producers, --queue.size, --queue.byte.size, --no.data.loss
+                                  flags of MirrorMaker 1 before Kafka 0.9: accepted, no effect (logged)
   --message.handler, --message.handler.args, --consumer.rebalance.listener,
   --rebalance.listener.args       refused: Java classes cannot run in kmirror
+  --zookeeper                     refused: give the source brokers as bootstrap.servers in --consumer.config
   --help, --version
 
 kmirror extensions:
@@ -104,7 +109,8 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 	for _, n := range refused {
 		fs.String(n, "", "")
 	}
-	fs.String("blacklist", "", "")
+	blacklist := fs.String("blacklist", "", "")
+	fs.String("zookeeper", "", "")
 	for _, f := range oldMM1Flags {
 		if f.bool {
 			fs.Bool(f.name, false, "")
@@ -119,6 +125,9 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			return nil, unknownFlag(fs, name)
 		}
 		return nil, err
 	}
@@ -136,8 +145,9 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 				"copy records unchanged, or transform them in a separate consumer on the target", n)
 		}
 	}
-	if set["blacklist"] {
-		return nil, errors.New("--blacklist was removed in Kafka 2.0; write the topics to mirror as a --whitelist regex")
+	if set["zookeeper"] {
+		return nil, errors.New("--zookeeper is not supported: kmirror reads the source through its brokers, " +
+			"as MirrorMaker 1's new consumer did; put them as bootstrap.servers in the --consumer.config file")
 	}
 	for _, f := range oldMM1Flags {
 		if set[f.name] {
@@ -158,6 +168,8 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 		}
 	case set["whitelist"]:
 		o.TopicsFlag, o.Topics = "--whitelist", *whitelist
+	case set["blacklist"]:
+		o.TopicsFlag, o.Topics = "--blacklist", ".*"
 	default:
 		return nil, errors.New("--include or --whitelist REGEX is required (e.g. --whitelist '.*')")
 	}
@@ -167,6 +179,16 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 	}
 	if _, err := policy.CompilePattern([]string{o.Topics}); err != nil {
 		return nil, fmt.Errorf("%s: %v", o.TopicsFlag, err)
+	}
+	if set["blacklist"] {
+		if o.Exclude = mm1.CleanTopicRegex(*blacklist); o.Exclude == "" {
+			return nil, errors.New("--blacklist: the topic regex is empty")
+		}
+		if _, err := policy.CompilePattern([]string{o.Exclude}); err != nil {
+			return nil, fmt.Errorf("--blacklist: %v", err)
+		}
+		o.notes = append(o.notes, "--blacklist was removed from MirrorMaker 1 in Kafka 2.0; kmirror applies it as topics.exclude "+
+			"(with MM2's default exclusions) to the topics "+o.TopicsFlag+" selects")
 	}
 
 	if set["num.streams"] {
@@ -213,6 +235,26 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 	return o, nil
 }
 
+// unknownFlag explains a flag kmirror mm1 does not know, with the closest
+// known flag when there is one.
+func unknownFlag(fs *flag.FlagSet, name string) error {
+	var known []string
+	fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
+	msg := fmt.Sprintf("--%s is not a MirrorMaker 1 flag that kmirror knows", name)
+	if best := config.Suggest(name, known); best != "" {
+		msg += fmt.Sprintf(" (did you mean --%s?)", best)
+	} else {
+		// e.g. --rebalance.listener for --consumer.rebalance.listener
+		for _, k := range known {
+			if strings.HasSuffix(k, "."+name) {
+				msg += fmt.Sprintf(" (did you mean --%s?)", k)
+				break
+			}
+		}
+	}
+	return errors.New(msg)
+}
+
 // mm1Cmd is "kmirror mm1": MirrorMaker 1's command line, run as a one-way
 // MM2 flow through "kmirror run".
 func mm1Cmd(args []string, stdout, stderr io.Writer) int {
@@ -251,9 +293,15 @@ func mm1Cmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror mm1: invalid configuration:")
 		fmt.Fprintln(stderr, err)
+		for _, w := range tr.Warnings {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
 		return 1
 	}
 	if o.printConfig {
+		for _, w := range append(o.notes, tr.Warnings...) {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
 		stdout.Write(tr.Properties(true))
 		return 0
 	}
@@ -265,6 +313,9 @@ func mm1Cmd(args []string, stdout, stderr io.Writer) int {
 func runMM1(o *mm1Options, tr *mm1.Translation, unused []string, log *slog.Logger, stdout, stderr io.Writer) int {
 	for _, n := range o.notes {
 		log.Warn(n) // a flag that does nothing here
+	}
+	for _, w := range tr.Warnings {
+		log.Warn(w)
 	}
 	for _, n := range tr.Notes {
 		log.Info(n)

@@ -65,7 +65,18 @@ func TestParseMM1Args(t *testing.T) {
 		{"message handler", append(base, "--whitelist", "t", "--message.handler", "com.example.H"), nil, "--message.handler is not supported"},
 		{"handler args", append(base, "--whitelist", "t", "--message.handler.args=x"), nil, "--message.handler.args is not supported"},
 		{"rebalance listener", append(base, "--whitelist", "t", "--consumer.rebalance.listener", "L"), nil, "--consumer.rebalance.listener is not supported"},
-		{"blacklist", append(base, "--blacklist", "t"), nil, "--blacklist was removed"},
+		{"blacklist alone", append(base, "--blacklist", "a,b"),
+			func(o *mm1Options) bool {
+				return o.Topics == ".*" && o.Exclude == "a|b" && len(o.notes) == 1 && strings.Contains(o.notes[0], "applies it as topics.exclude")
+			}, ""},
+		{"blacklist with whitelist", append(base, "--whitelist", "x.*", "--blacklist", "x-tmp"),
+			func(o *mm1Options) bool { return o.Topics == "x.*" && o.Exclude == "x-tmp" }, ""},
+		{"bad blacklist", append(base, "--blacklist", "a("), nil, "--blacklist: regex"},
+		{"zookeeper", append(base, "--whitelist", "t", "--zookeeper", "zk:2181"), nil,
+			"--zookeeper is not supported: kmirror reads the source through its brokers"},
+		{"rebalance listener without consumer.", append(base, "--whitelist", "t", "--rebalance.listener", "L"), nil,
+			"--rebalance.listener is not a MirrorMaker 1 flag that kmirror knows (did you mean --consumer.rebalance.listener?)"},
+		{"typo", append(base, "--whitlist", "t"), nil, "--whitlist is not a MirrorMaker 1 flag that kmirror knows (did you mean --whitelist?)"},
 		{"num streams", append(base, "--whitelist", "t", "--num.streams", "zero"), nil, "--num.streams \"zero\""},
 		{"commit interval", append(base, "--whitelist", "t", "--offset.commit.interval.ms", "0"), nil, "--offset.commit.interval.ms \"0\""},
 		{"abort value", append(base, "--whitelist", "t", "--abort.on.send.failure", "maybe"), nil, "--abort.on.send.failure \"maybe\""},
@@ -73,7 +84,7 @@ func TestParseMM1Args(t *testing.T) {
 		{"same aliases", append(base, "--whitelist", "t", "--source-alias", "x", "--target-alias", "x"), nil, "both \"x\""},
 		{"bad alias", append(base, "--whitelist", "t", "--source-alias", "a.b"), nil, "--source-alias \"a.b\""},
 		{"positional", append(base, "--whitelist", "t", "extra"), nil, "unexpected argument \"extra\""},
-		{"unknown flag", append(base, "--whitelist", "t", "--frobnicate", "5"), nil, "frobnicate"},
+		{"unknown flag", append(base, "--whitelist", "t", "--frobnicate", "5"), nil, "--frobnicate is not a MirrorMaker 1 flag that kmirror knows"},
 		{"missing value", append(base, "--whitelist"), nil, "needs an argument"},
 		{"help", []string{"--help"}, nil, errHelp.Error()},
 		{"version", []string{"--version"}, nil, errVersion.Error()},
@@ -81,6 +92,9 @@ func TestParseMM1Args(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o, err := parseMM1Args(tt.args)
+			if err != nil && strings.Contains(err.Error(), "provided but not defined") {
+				t.Fatalf("bare flag package error: %v", err)
+			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
@@ -154,5 +168,46 @@ func TestMM1Command(t *testing.T) {
 		if code != tt.code || !strings.Contains(got, tt.contains) || (tt.lacks != "" && strings.Contains(got, tt.lacks)) {
 			t.Errorf("%v: exit %d, output %q; want exit %d with %q", tt.args, code, got, tt.code, tt.contains)
 		}
+	}
+}
+
+// Every flag of MirrorMaker 1 that old posts show either works or says
+// what to use instead; none gets the flag package's bare error.
+func TestOldMM1Flags(t *testing.T) {
+	base := []string{"--consumer.config", "c.properties", "--producer.config", "p.properties", "--whitelist", "t"}
+	tests := []struct {
+		flag []string
+		want string // "" when accepted without a note
+	}{
+		{[]string{"--num.producers", "1"}, "--num.producers has no effect: removed in Kafka 0.9"},
+		{[]string{"--queue.size", "10000"}, "--queue.size has no effect: removed in Kafka 0.9"},
+		{[]string{"--blacklist", "x"}, "--blacklist was removed from MirrorMaker 1 in Kafka 2.0; kmirror applies it as topics.exclude"},
+		{[]string{"--num.streams", "1"}, "--num.streams is ignored"},
+		{[]string{"--abort.on.send.failure", "true"}, "--abort.on.send.failure has no effect"},
+		{[]string{"--offset.commit.interval.ms", "60000"}, ""},
+		{[]string{"--new.consumer"}, "--new.consumer has no effect"},
+		{[]string{"--include", "t"}, "--whitelist is ignored because --include is given"},
+		{[]string{"--message.handler", "H"}, "--message.handler is not supported: kmirror is written in Go and cannot load Java classes"},
+		{[]string{"--consumer.rebalance.listener", "L"}, "--consumer.rebalance.listener is not supported"},
+		{[]string{"--rebalance.listener", "L"}, "(did you mean --consumer.rebalance.listener?)"},
+		{[]string{"--zookeeper", "zk:2181"}, "put them as bootstrap.servers in the --consumer.config file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.flag[0], func(t *testing.T) {
+			o, err := parseMM1Args(append(slices.Clone(base), tt.flag...))
+			var got string
+			switch {
+			case err != nil:
+				got = err.Error()
+			case len(o.notes) > 0:
+				got = strings.Join(o.notes, "; ")
+			}
+			if tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+				t.Errorf("%v: got %q, want %q", tt.flag, got, tt.want)
+			}
+			if strings.Contains(got, "provided but not defined") {
+				t.Errorf("%v: bare flag package error %q", tt.flag, got)
+			}
+		})
 	}
 }

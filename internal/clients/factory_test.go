@@ -61,8 +61,10 @@ func TestNew(t *testing.T) {
 
 func TestNewErrors(t *testing.T) {
 	for name, props := range map[string]map[string]string{
-		"no bootstrap": {},
-		"bad number":   withSeed("fetch.max.bytes", "lots"),
+		"no bootstrap":      {},
+		"bad number":        withSeed("fetch.max.bytes", "lots"),
+		"port with a note":  {"bootstrap.servers": "localhost:9092 # 需要根据实际情况修改"},
+		"port out of range": {"bootstrap.servers": "localhost:90920"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if cl, _, err := New(ID("A->B", "r"), Consumer, props); err == nil {

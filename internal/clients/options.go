@@ -162,6 +162,12 @@ func splitList(v string) []string {
 	return out
 }
 
+// validPort reports whether p is a port number, 1 to 65535.
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
+}
+
 func clamp(d, lo, hi time.Duration) time.Duration { return max(lo, min(d, hi)) }
 
 // connection maps bootstrap.servers, client.id and security.
@@ -172,8 +178,12 @@ func (b *builder) connection() {
 		b.fail(errors.New("bootstrap.servers is required"))
 	}
 	for _, s := range seeds {
-		if host, port, err := net.SplitHostPort(s); err != nil || host == "" || port == "" {
-			b.fail(fmt.Errorf("bootstrap.servers: %q is not host:port", s))
+		if host, port, err := net.SplitHostPort(s); err != nil || host == "" || !validPort(port) {
+			hint := ""
+			if strings.Contains(s, " #") {
+				hint = " (a '#' starts a comment only at the start of a line; this one is part of the value)"
+			}
+			b.fail(fmt.Errorf("bootstrap.servers: %q is not host:port%s", s, hint))
 		}
 	}
 	if len(seeds) > 0 {

@@ -94,6 +94,9 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	c.parseREST(&errs)
 	for _, k := range props.Keys() {
 		c.checkKey(k, &errs)
+		if v, _ := c.Props.Get(k); !c.Props.Resolved(k) && TrailingComment(v) != "" {
+			c.warn(k, "%s", TrailingCommentWarning(k, v))
+		}
 	}
 	for _, a := range c.Clusters {
 		c.clusters[a] = c.clusterLayer(a)
@@ -301,6 +304,8 @@ func (c *Config) checkKey(k string, errs *errorList) {
 		c.warn(k, "%q has no effect at top level in MirrorMaker 2, nor in kmirror anywhere: %s", k, noEffect(k))
 	case workerKeys[k]:
 		c.warn(k, "%q has no effect at top level in MirrorMaker 2; set it per target cluster as ALIAS.%s", k, k)
+	case c.dashedFlow(k) != "":
+		c.warn(k, "unknown key %q: did you mean %q? (a flow is written SOURCE->TARGET)", k, c.dashedFlow(k))
 	default:
 		if alias := undeclaredPrefix(k); alias != "" {
 			c.warn(k, "key %q refers to cluster alias %q, which is not declared in clusters", k, alias)
@@ -308,6 +313,42 @@ func (c *Config) checkKey(k string, errs *errorList) {
 		}
 		c.warn(k, "unknown key %q", k)
 	}
+}
+
+// dashedFlow returns k with "->" for the "-" of a key like "A-B.enabled",
+// where A and B are declared aliases (the ">" lost in copying), or "".
+func (c *Config) dashedFlow(k string) string {
+	for _, s := range c.Clusters {
+		for _, t := range c.Clusters {
+			if p := s + "-" + t + "."; s != t && strings.HasPrefix(k, p) && !c.clusterSet[s+"-"+t] {
+				return s + "->" + t + "." + k[len(p):]
+			}
+		}
+	}
+	return ""
+}
+
+// TrailingComment returns the " # note" a value ends with, or "". In a
+// properties file '#' starts a comment only at the start of a line, so such a
+// note (common in articles) is part of the value.
+func TrailingComment(v string) string {
+	for i := 1; i < len(v); i++ {
+		if v[i] == '#' && (v[i-1] == ' ' || v[i-1] == '\t') {
+			return strings.TrimSpace(v[i:])
+		}
+	}
+	return ""
+}
+
+// TrailingCommentWarning says that key's value v holds a trailing comment;
+// the comment is not shown for secret keys.
+func TrailingCommentWarning(key, v string) string {
+	what := strconv.Quote(TrailingComment(v))
+	if IsSensitive(key) {
+		what = `" #..."`
+	}
+	return fmt.Sprintf("%q: the value ends in %s, which is part of the value (a properties file has comments only on lines of their own); move the comment to a line of its own",
+		key, what)
 }
 
 // declaredPrefix returns the declared alias k is prefixed with, if any.

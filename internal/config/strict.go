@@ -188,16 +188,23 @@ func javaNames(role string) []string {
 // it is close enough to be a typo.
 func didYouMean(k, prefix string, known []string) string {
 	sort.Strings(known)
+	best := Suggest(k, known)
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", prefix+best)
+}
+
+// Suggest returns the name in known closest to k, or "" when none is
+// close enough to be a typo.
+func Suggest(k string, known []string) string {
 	best, bestD := "", max(3, len(k)/6+1)
 	for _, n := range known {
 		if d := editDistance(k, n); d < bestD {
 			best, bestD = n, d
 		}
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", prefix+best)
+	return best
 }
 
 // editDistance is the Levenshtein distance of a and b.

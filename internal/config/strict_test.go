@@ -50,6 +50,11 @@ func TestNothingSilent(t *testing.T) {
 			err: `B.offset.flush.interval.ms: invalid number "soon"`},
 		{name: "flush interval trimmed", line: "B.offset.flush.interval.ms = 250 ",
 			check: func(f *Flow) string { return want(f.OffsetFlushInterval, 250*time.Millisecond) }},
+		{name: "flow written with - (the > lost)", line: "A-B.topics = orders.*",
+			warn: `unknown key "A-B.topics": did you mean "A->B.topics"? (a flow is written SOURCE->TARGET)`},
+		{name: "trailing comment", line: "A->B.topics = orders.* # 需要根据实际情况修改",
+			warn: `"A->B.topics": the value ends in "# 需要根据实际情况修改", which is part of the value`},
+		{name: "hash inside a value", line: "A->B.topics = orders#1"},
 		{name: "tasks.max", line: "tasks.max = 4", warn: `"tasks.max" has no effect: kmirror copies all partitions`},
 		{name: "metric.reporters", line: "metric.reporters = com.example.Reporter",
 			warn: `"metric.reporters" has no effect: Java metric reporters do not run in kmirror`},
@@ -134,4 +139,21 @@ func want[T comparable](got, want T) string {
 		return fmt.Sprintf("got %v, want %v", got, want)
 	}
 	return ""
+}
+
+func TestTrailingComment(t *testing.T) {
+	for _, tt := range []struct{ key, value, want string }{
+		{"bootstrap.servers", "localhost:9092 # 需要根据实际情况修改", `"bootstrap.servers": the value ends in "# 需要根据实际情况修改"`},
+		{"ssl.truststore.password", "pw\t#替换密码", `"ssl.truststore.password": the value ends in " #...",`},
+		{"topics", "a#b", ""},
+		{"topics", "#a", ""},
+	} {
+		got := ""
+		if TrailingComment(tt.value) != "" {
+			got = TrailingCommentWarning(tt.key, tt.value)
+		}
+		if tt.want == "" && got != "" || !strings.HasPrefix(got, tt.want) || strings.Contains(got, "替换密码") {
+			t.Errorf("%s = %q: warning %q, want %q", tt.key, tt.value, got, tt.want)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/policy"
 )
 
 // IdentityPolicy is the Java class kmirror names for MM1's topic naming.
@@ -22,6 +23,7 @@ type Options struct {
 	ConsumerConfig, ProducerConfig string
 	Topics                         string // --include/--whitelist after CleanTopicRegex
 	TopicsFlag                     string // the flag Topics came from
+	Exclude                        string // --blacklist after CleanTopicRegex
 	CommitIntervalMs               string // "" when unset
 	ReplicationFactor              string // "" when unset
 	Source, Target                 string // cluster aliases
@@ -72,8 +74,9 @@ var (
 
 // Translation is the generated MM2 configuration.
 type Translation struct {
-	lines []line
-	Notes []string // what the user should know about the translation
+	lines    []line
+	Notes    []string // what the user should know about the translation
+	Warnings []string // what in the user's files is probably a mistake
 }
 
 // Translate turns the options and the two client files into MM2 keys.
@@ -87,6 +90,10 @@ func Translate(o *Options, cons, prod *config.Properties) (*Translation, error) 
 	add(s+"->"+t+".enabled", "true", "kmirror mm1")
 	add("replication.policy.class", IdentityPolicy, "kmirror mm1: MM1 keeps topic names")
 	add(s+"->"+t+".topics", o.Topics, o.TopicsFlag)
+	if o.Exclude != "" {
+		// MM2's default exclusions stay: internal topics are never mirrored.
+		add(s+"->"+t+".topics.exclude", o.Exclude+", "+strings.Join(policy.DefaultTopicsExclude, ", "), "--blacklist")
+	}
 	add(s+"->"+t+".emit.checkpoints.enabled", "false", "kmirror mm1: MM1 has no checkpoints")
 	add(s+"->"+t+".emit.heartbeats.enabled", "false", "kmirror mm1: MM1 has no heartbeats")
 	add(t+"->"+s+".emit.heartbeats.enabled", "false", "kmirror mm1: nothing is written to the source")
@@ -118,6 +125,9 @@ func Translate(o *Options, cons, prod *config.Properties) (*Translation, error) 
 			v, _ := f.props.Get(k)
 			origin := fmt.Sprintf("%s:%d", f.props.File(k), f.props.Line(k))
 			l := line{value: v, origin: origin, userKey: k}
+			if config.TrailingComment(v) != "" {
+				tr.Warnings = append(tr.Warnings, origin+": "+config.TrailingCommentWarning(k, v))
+			}
 			switch {
 			case k == "config.providers" || strings.HasPrefix(k, "config.providers."):
 				if prev, ok := providers[k]; ok && prev.value != v {
@@ -316,6 +326,10 @@ func ReadClientFile(flagName, path string) (*config.Properties, error) {
 		return nil, err
 	}
 	if _, ok := p.Get("bootstrap.servers"); !ok {
+		if _, zk := p.Get("zookeeper.connect"); zk {
+			return nil, fmt.Errorf("%s:%d: zookeeper.connect is the old consumer's setting, which kmirror does not use; "+
+				"bootstrap.servers is missing: give the source brokers as bootstrap.servers", path, p.Line("zookeeper.connect"))
+		}
 		return nil, fmt.Errorf("%s: bootstrap.servers is missing", path)
 	}
 	return p, nil

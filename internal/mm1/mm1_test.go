@@ -190,3 +190,31 @@ func TestEscapeRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// --blacklist becomes topics.exclude with MM2's default exclusions kept;
+// a note after a value is warned about with the user's file and line.
+func TestTranslateMM1BlacklistAndNotes(t *testing.T) {
+	o := whitelist(".*")
+	o.Exclude = "tmp.*|scratch"
+	cfg, tr := translated(t, "bootstrap.servers=a:1\ngroup.id=g # 需要根据实际情况修改\n", "bootstrap.servers=b:1\n", o)
+	f := cfg.Flows[0]
+	for topic, want := range map[string]bool{"orders": true, "tmp1": false, "scratch": false, "mm2-offsets.x.internal": false, "__consumer_offsets": false} {
+		if got := f.TopicFilter.Match(topic); got != want {
+			t.Errorf("topic %s mirrored %v, want %v", topic, got, want)
+		}
+	}
+	if len(tr.Warnings) != 1 || !strings.Contains(tr.Warnings[0], `c.properties:2: "group.id": the value ends in "# 需要根据实际情况修改"`) {
+		t.Errorf("warnings %q", tr.Warnings)
+	}
+}
+
+func TestReadClientFileZooKeeper(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "consumer.properties")
+	if err := os.WriteFile(p, []byte("zookeeper.connect=zk:2181\ngroup.id=g\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadClientFile("consumer.config", p)
+	if err == nil || !strings.Contains(err.Error(), p+":1: zookeeper.connect is the old consumer's setting") {
+		t.Errorf("error %v", err)
+	}
+}

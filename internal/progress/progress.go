@@ -13,8 +13,10 @@ import (
 	"maps"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/internaltopic"
@@ -58,6 +60,10 @@ type Options struct {
 	ReplicationFactor int16  // used only when the topic is created; -1 is the broker default
 }
 
+// newTopicWait bounds how long Open waits for every broker to know the
+// offsets topic.
+const newTopicWait = 30 * time.Second
+
 // Open makes sure the offsets topic exists on the target, then reads every
 // progress record of o.Source from it. connect are the target's connection
 // options; producer must be a client on the target whose partitioner honours
@@ -69,7 +75,22 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 	}
 	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, connect: connect, log: log}
 	s.saved, s.ids = make(map[TP]int64), make(map[string]string)
-	ch, ends, err := read(ctx, connect, o.Topic, o.Source, nil, log)
+	// The topic exists now, but right after its creation a broker may not
+	// know it yet (UNKNOWN_TOPIC_OR_PARTITION on a 3-node target).
+	var ch changes
+	var ends map[int32]int64
+	deadline := time.Now().Add(newTopicWait)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		ch, ends, err = read(ctx, connect, o.Topic, o.Source, nil, log)
+		if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

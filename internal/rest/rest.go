@@ -60,6 +60,11 @@ func Handler(c Control, token string, log *slog.Logger, mounts ...Mount) http.Ha
 	for _, m := range mounts {
 		mux.Handle(m.Prefix, m.Build(func(h http.Handler) http.Handler { return a.auth(h.ServeHTTP) }))
 	}
+
+	// Kafka Connect's connector API, which articles show for MM2: it does
+	// nothing here, and says so (no token needed: it reveals nothing).
+	mux.HandleFunc("/connectors", connectors)
+	mux.HandleFunc("/connectors/", connectors)
 	if token != "" {
 		mux.HandleFunc("GET /debug/pprof/", a.auth(pprof.Index))
 		mux.HandleFunc("GET /debug/pprof/cmdline", a.auth(pprof.Cmdline))
@@ -97,6 +102,16 @@ func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// connectorsMsg answers Kafka Connect's /connectors API.
+const connectorsMsg = "kmirror is not a Kafka Connect worker and runs no connectors; " +
+	"put the connector's settings into the MM2 properties file instead: source.cluster.alias A and target.cluster.alias B " +
+	"become A->B.enabled = true, source.cluster.bootstrap.servers becomes A.bootstrap.servers, other keys become A->B.<key>; " +
+	"then POST /reload (or SIGHUP)"
+
+func connectors(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusNotImplemented, errorBody{connectorsMsg})
 }
 
 type errorBody struct {

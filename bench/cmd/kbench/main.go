@@ -60,6 +60,13 @@ Run flags:
   --kmirror-set LINE  add a properties line to kmirror's mm2.properties, e.g.
                       "kmirror.fetches.per.broker = 1" (repeatable; for
                       tuning experiments, listed in the report)
+  --source-version V  run the source on the older Kafka release V (0.11.0.3,
+                      1.1.1, 2.8.2 or 3.9.1, via kafkalocal as
+                      scripts/kafka-local up --version); the target stays
+                      on the pinned release; no delayed workloads
+  --timeout D         longest one run may take to copy everything (default
+                      15m, 4m with --quick); a replicator that cannot
+                      connect fails after it
   --docs DIR          also write benchmarks.md and benchmarks.png into DIR
 `
 
@@ -100,6 +107,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		out := fs.String("out", "", "results folder")
 		baseline := fs.String("baseline", "", "a prebuilt kmirror binary run as base and base-pt")
 		baselineRev := fs.String("baseline-rev", "", "which build the --baseline binary is")
+		timeout := fs.Duration("timeout", 0, "longest a run may take to copy everything (default 15m, 4m with --quick)")
+		srcVersion := fs.String("source-version", "", "run the source on this older Kafka release (e.g. 0.11.0.3, 2.8.2); the target stays on the pinned one")
 		var set listFlag
 		fs.Var(&set, "kmirror-set", "a properties line added to kmirror's mm2.properties (repeatable)")
 		if fs.Parse(args) != nil {
@@ -115,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg := harness.Config{
 			Root: root, Dir: *out, Workloads: split(*wls), Replicators: split(*repls),
 			Runs: *runs, Quick: *quick, Limit: !*noLimit, LimitOn: split(*limitOn), LimitProcs: *limitProcs, TasksMax: *tasks, Profile: split(*profile), KmirrorSet: set, Log: stderr,
-			Baseline: *baseline, BaselineRev: *baselineRev,
+			Baseline: *baseline, BaselineRev: *baselineRev, SourceVersion: *srcVersion, Timeout: *timeout,
 		}
 		res, err := harness.Run(ctx, cfg)
 		if res != nil && *docs != "" {
