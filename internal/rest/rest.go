@@ -29,7 +29,17 @@ type Control interface {
 // Start serves the API as l says, with token (see Handler), and warns
 // when an API without a token listens beyond loopback.
 func Start(c Control, l Listen, token string, log *slog.Logger) (*http.Server, net.Addr, error) {
-	srv, addr, err := Serve(l, Handler(c, token, log), log)
+	return StartWith(c, l, token, log)
+}
+
+// StartWith is Start with more routes: each mount adds its own to the
+// API's mux, guarded by the same token (internal/connect's Connect API).
+func StartWith(c Control, l Listen, token string, log *slog.Logger, mounts ...Mount) (*http.Server, net.Addr, error) {
+	h := Handler(c, token, log)
+	for _, m := range mounts {
+		m(h.(*http.ServeMux), (&api{token: token}).auth)
+	}
+	srv, addr, err := Serve(l, h, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,6 +73,10 @@ func Handler(c Control, token string, log *slog.Logger) http.Handler {
 	}
 	return mux
 }
+
+// Mount adds routes to the API's mux; guard puts the bearer token in
+// front of a handler.
+type Mount func(mux *http.ServeMux, guard func(http.HandlerFunc) http.HandlerFunc)
 
 type api struct {
 	c     Control
