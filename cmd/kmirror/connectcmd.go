@@ -112,4 +112,3 @@ func clusterID(ctx context.Context, w *connect.Worker) string {
 	}
 	return md.Cluster
 }
-

@@ -178,7 +178,12 @@ func (f *fakeFlows) Add(name string, _ *config.Flow, _ bool) error {
 	f.flows[name] = "running"
 	return nil
 }
-func (f *fakeFlows) Remove(name string) error { f.mu.Lock(); defer f.mu.Unlock(); delete(f.flows, name); return nil }
+func (f *fakeFlows) Remove(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.flows, name)
+	return nil
+}
 func (f *fakeFlows) set(name, st string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
