@@ -165,6 +165,29 @@ func TestConnectREST(t *testing.T) {
 	produceN(t, sh, west, 1, 8, "west")
 	waitFor(t, 60*time.Second, "us-west records on us-east", func() bool { return countOrZero(t, sz, "us-west."+west) >= 8 })
 
+	// Kafka's own Connect REST client reads kmirror's answers into
+	// Connect's entities, and starts a MirrorHeartbeatConnector.
+	hbAlias := alias(t, "java")
+	got := runConnectJava(t, "http://127.0.0.1:"+port1, strings.Join(sh.Bootstrap, ","), hbAlias)
+	for _, line := range []string{"server true", "created 201 java-hb source", "status RUNNING 1", "offsets 1",
+		"connectors java-hb,mm2-sh-to-sz,us-west-source", "expanded RUNNING", "plugins 2", "validate 1", "missing 404 Connector nope not found"} {
+		if !strings.Contains(got, line+"\n") && !strings.HasSuffix(got, line) {
+			t.Errorf("the Java Connect client printed\n%s\nwithout %q", got, line)
+		}
+	}
+	waitFor(t, 30*time.Second, "heartbeats of the heartbeat connector", func() bool {
+		if !hasTopic(t, sz, "heartbeats") {
+			return false
+		}
+		for _, r := range sz.ReadAll(t, "heartbeats") {
+			if strings.Contains(string(r.Key), hbAlias) {
+				return true
+			}
+		}
+		return false
+	})
+	expect("DELETE", port1, "/connectors/java-hb", "", 204)
+
 	// DELETE through worker 2 stops the flow in both workers.
 	expect("DELETE", port2, "/connectors/mm2-sh-to-sz", "", 204)
 	for _, port := range []string{port1, port2} {

@@ -595,7 +595,7 @@ type definition struct {
 	Width         string   `json:"width"`
 	DisplayName   string   `json:"display_name"`
 	Dependents    []string `json:"dependents"`
-	Order         int      `json:"order"`
+	Order         int      `json:"order_in_group"`
 }
 
 var requiredKeys = []string{"connector.class", "source.cluster.alias", "target.cluster.alias", "source.cluster.bootstrap.servers"}

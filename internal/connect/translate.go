@@ -33,7 +33,7 @@ func classOf(v string) (string, bool) {
 // setting; kmirror accepts and ignores them.
 func connectKey(k string) bool {
 	switch k {
-	case "name", "connector.class", "key.converter", "value.converter", "header.converter",
+	case "name", "connector.class", "tasks.max", "key.converter", "value.converter", "header.converter",
 		"config.action.reload", "errors.retry.timeout", "errors.retry.delay.max.ms", "errors.tolerance",
 		"errors.log.enable", "errors.log.include.messages", "transforms", "predicates",
 		"exactly.once.support", "transaction.boundary", "offsets.storage.topic":
