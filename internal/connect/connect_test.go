@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +146,27 @@ func TestErrorsHideSecrets(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "s3cr3t") {
 		t.Fatalf("error shows a secret: %v", err)
+	}
+}
+
+// TestConfigProvider: a secret kept in a file through a config provider
+// reaches the flow, while the connector config holds only the reference.
+func TestConfigProvider(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/secrets.properties"
+	if err := os.WriteFile(path, []byte("jaas=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"s3cr3t\";\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := map[string]string{"connector.class": SourceClass, "source.cluster.alias": "a", "target.cluster.alias": "b",
+		"source.cluster.bootstrap.servers": "a:9092", "source.cluster.security.protocol": "SASL_PLAINTEXT",
+		"source.cluster.sasl.mechanism": "PLAIN", "source.cluster.sasl.jaas.config": "${file:" + path + ":jaas}",
+		"config.providers": "file", "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider"}
+	spec, err := Translate("c", p, testWorker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := spec.Flow.SourceConsumer["sasl.jaas.config"]; !strings.Contains(got, `password="s3cr3t"`) {
+		t.Errorf("source consumer sasl.jaas.config = %q, want the file's value", got)
 	}
 }
 

@@ -133,6 +133,8 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 		switch {
 		case connectKey(k) || k == "source.cluster.alias" || k == "target.cluster.alias":
 			continue
+		case k == "config.providers" || strings.HasPrefix(k, "config.providers."):
+			gen = k // top level, as in an MM2 file: ${provider:...} in any value
 		case strings.HasPrefix(k, "source.cluster."):
 			gen = src + "." + strings.TrimPrefix(k, "source.cluster.")
 		case strings.HasPrefix(k, "target.cluster."):
