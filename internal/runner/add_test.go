@@ -68,6 +68,11 @@ func TestAddRemove(t *testing.T) {
 	if st := state("conn-good"); st != "running" {
 		t.Errorf("conn-good is %s", st)
 	}
+	for _, st := range r.Status() {
+		if st.Name == "conn-good" && st.Pair != good.Name() {
+			t.Errorf("conn-good's pair is %q, want %q", st.Pair, good.Name())
+		}
+	}
 	if err := r.Reload(); err == nil {
 		t.Error("Reload without a file succeeded")
 	}

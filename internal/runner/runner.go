@@ -309,7 +309,8 @@ func (r *Runner) Remove(name string) error {
 // FlowStatus is the state of one flow.
 type FlowStatus struct {
 	Name        string                     `json:"name"`
-	Kind        string                     `json:"kind"` // replication or heartbeats
+	Kind        string                     `json:"kind"`           // replication or heartbeats
+	Pair        string                     `json:"pair,omitempty"` // SOURCE->TARGET of a flow Add started under another name
 	State       string                     `json:"state"`
 	ExactlyOnce bool                       `json:"exactly_once,omitempty"`
 	Since       time.Time                  `json:"since"`
@@ -331,6 +332,9 @@ func (r *Runner) Status() []FlowStatus {
 		st := FlowStatus{Name: mf.name, Kind: "replication", State: mf.state, ExactlyOnce: mf.eos, Since: mf.started}
 		if mf.err != nil {
 			st.Error = mf.err.Error()
+		}
+		if mf.added != nil {
+			st.Pair = mf.added.Name()
 		}
 		mf.mu.Unlock()
 		if mf.heartbeats {
