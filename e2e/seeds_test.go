@@ -398,7 +398,7 @@ func connectCall(t *testing.T, addr, printed string) {
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(got), "kmirror is not a Kafka Connect worker and runs no connectors") {
+	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(got), "kmirror run serves no Kafka Connect connectors: run kmirror connect WORKER-FILE") {
 		t.Errorf("%s %s: %d %s", f[0], f[1], resp.StatusCode, got)
 	}
 }

@@ -17,6 +17,10 @@ Usage:
               [--metrics-addr ADDR] [--memory-limit SIZE] FILE
                          run every enabled flow of an MM2 properties file;
                          SIGHUP reloads it, SIGTERM stops cleanly
+  kmirror connect [--log-format text|json] [--metrics-addr ADDR] WORKER-FILE
+                         a Kafka Connect-compatible REST API (port 8083 by default)
+                         for MM2's connectors, configs kept in the worker file's
+                         config.storage.topic (docs/operations.md#connect-rest-api)
   kmirror check [--connect] [--timeout 60s] FILE
                          validate FILE and print what each flow will do; --connect
                          also reaches every cluster (broker versions, missing
@@ -58,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "run":
 		return runCmd(args[1:], stdout, stderr)
+	case "connect":
+		return connectCmd(args[1:], stdout, stderr)
 	case "check":
 		return checkCmd(args[1:], stdout, stderr)
 	case "mm1":

@@ -100,7 +100,7 @@ const token = "s3cret-token"
 // served is a dashboard behind rest.Handler with token, over the state fs.
 func served(t *testing.T, fs flows, m *metrics.Metrics, logs *LogRing) (*Dashboard, *httptest.Server) {
 	d := New(Config{Source: fs, Metrics: m, Logs: logs, Interval: time.Second})
-	srv := httptest.NewServer(rest.Handler(fs, token, slog.New(slog.NewTextHandler(io.Discard, nil)), rest.Mount{Prefix: "/ui/", Build: d.Mount}))
+	srv := httptest.NewServer(rest.Handler(fs, token, slog.New(slog.NewTextHandler(io.Discard, nil)), rest.Mount{Patterns: []string{"/ui/"}, Build: d.Mount}))
 	t.Cleanup(srv.Close)
 	return d, srv
 }

@@ -57,14 +57,21 @@ func Handler(c Control, token string, log *slog.Logger, mounts ...Mount) http.Ha
 	mux.HandleFunc("POST /flows/{name}/resume", a.auth(a.act("resume", c.Resume)))
 	mux.HandleFunc("POST /flows/{name}/restart", a.auth(a.act("restart", c.Restart)))
 	mux.HandleFunc("POST /reload", a.auth(a.reload))
+	connect := false
 	for _, m := range mounts {
-		mux.Handle(m.Prefix, m.Build(func(h http.Handler) http.Handler { return a.auth(h.ServeHTTP) }))
+		h := m.Build(func(h http.Handler) http.Handler { return a.auth(h.ServeHTTP) })
+		for _, p := range m.Patterns {
+			mux.Handle(p, h)
+			connect = connect || p == "/connectors"
+		}
 	}
-
-	// Kafka Connect's connector API, which articles show for MM2: it does
-	// nothing here, and says so (no token needed: it reveals nothing).
-	mux.HandleFunc("/connectors", connectors)
-	mux.HandleFunc("/connectors/", connectors)
+	if !connect {
+		// Kafka Connect's connector API, which articles show for MM2, is
+		// served by kmirror connect; here it says so (no token needed: it
+		// reveals nothing).
+		mux.HandleFunc("/connectors", connectors)
+		mux.HandleFunc("/connectors/", connectors)
+	}
 	if token != "" {
 		mux.HandleFunc("GET /debug/pprof/", a.auth(pprof.Index))
 		mux.HandleFunc("GET /debug/pprof/cmdline", a.auth(pprof.Cmdline))
@@ -75,11 +82,12 @@ func Handler(c Control, token string, log *slog.Logger, mounts ...Mount) http.Ha
 	return http.NewCrossOriginProtection().Handler(mux)
 }
 
-// Mount serves more under Prefix (a ServeMux pattern such as "/ui/");
-// Build gets the API's token guard for what must be authenticated.
+// Mount serves more on the API's listener: the handler Build makes, given
+// the API's token guard for what must be authenticated, answers the
+// ServeMux patterns in Patterns (such as "/ui/").
 type Mount struct {
-	Prefix string
-	Build  func(guard func(http.Handler) http.Handler) http.Handler
+	Patterns []string
+	Build    func(guard func(http.Handler) http.Handler) http.Handler
 }
 
 type api struct {
@@ -105,8 +113,8 @@ func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
 }
 
 // connectorsMsg answers Kafka Connect's /connectors API.
-const connectorsMsg = "kmirror is not a Kafka Connect worker and runs no connectors; " +
-	"put the connector's settings into the MM2 properties file instead: source.cluster.alias A and target.cluster.alias B " +
+const connectorsMsg = "kmirror run serves no Kafka Connect connectors: run kmirror connect WORKER-FILE for Connect's REST API " +
+	"(docs/operations.md, Connect REST API), or put the connector's settings into the MM2 properties file: source.cluster.alias A and target.cluster.alias B " +
 	"become A->B.enabled = true, source.cluster.bootstrap.servers becomes A.bootstrap.servers, other keys become A->B.<key>; " +
 	"then POST /reload (or SIGHUP)"
 

@@ -66,7 +66,7 @@ func TestAPI(t *testing.T) {
 		{"restart unknown", "POST", "/flows/Q->R/restart", "s3cret", nil, nil, 404, "unknown flow", ""},
 		{"pause needs a token", "POST", "/flows/A->B/pause", "", []runner.FlowStatus{{Name: "A->B"}}, nil, 401, "bearer", ""},
 		{"pause is POST only", "GET", "/flows/A->B/pause", "s3cret", []runner.FlowStatus{{Name: "A->B"}}, nil, 405, "", ""},
-		{"Connect's connector API", "PUT", "/connectors/us-west-source/config", "", nil, nil, 501, "kmirror is not a Kafka Connect worker", ""},
+		{"Connect's connector API", "PUT", "/connectors/us-west-source/config", "", nil, nil, 501, "run kmirror connect WORKER-FILE", ""},
 		{"Connect's connector list", "POST", "/connectors", "", nil, nil, 501, "A->B.enabled = true", ""},
 		{"reload", "POST", "/reload", "s3cret", nil, nil, 200, "reload", "reload"},
 		{"reload of a bad file", "POST", "/reload", "s3cret", nil, errors.New("mm2.properties:3: topics: bad regex"), 400, "mm2.properties:3", "reload"},

@@ -20,7 +20,11 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- flowStateDe
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range c.r.Status() {
-		src, dst, _ := strings.Cut(f.Name, "->")
+		pair := f.Name
+		if f.Pair != "" {
+			pair = f.Pair
+		}
+		src, dst, _ := strings.Cut(pair, "->")
 		for _, s := range flowStates {
 			v := 0.0
 			if s == f.State {

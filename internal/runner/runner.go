@@ -42,6 +42,7 @@ type managed struct {
 	name       string
 	heartbeats bool // a pair that only emits heartbeats
 	eos        bool
+	added      *config.Flow // set for a flow Add started: not from the file
 	f          *flow.Flow
 	cancel     context.CancelFunc
 	done       chan struct{}
@@ -107,8 +108,8 @@ func (r *Runner) Config() *config.Config {
 // its own (its error): a replicator that is partly broken but looks alive is
 // worse than one that exits loudly. Flows are stopped before Run returns.
 func (r *Runner) Run(ctx context.Context) error {
-	r.ctx = ctx
 	r.mu.Lock()
+	r.ctx = ctx
 	r.startAll()
 	r.mu.Unlock()
 	var err error
@@ -117,7 +118,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	case err = <-r.fatal:
 	}
 	r.mu.Lock()
-	r.stopAll()
+	r.stopAll(false)
+	r.ctx = nil
 	r.mu.Unlock()
 	return err
 }
@@ -127,18 +129,21 @@ func (r *Runner) startAll() {
 	flows := selected(r.cfg, r.only)
 	origin := flow.OriginHeaderFlows(r.cfg, flows)
 	for _, fc := range flows {
-		r.start(fc, false, flow.Options{AddOrigin: origin[fc.Name()]})
+		r.start(fc.Name(), fc, false, false, flow.Options{AddOrigin: origin[fc.Name()]})
 	}
 	for _, fc := range heartbeatPairs(r.cfg, r.only, r.log) {
-		r.start(fc, true, flow.Options{})
+		r.start(fc.Name(), fc, true, false, flow.Options{})
 	}
 }
 
-// start runs one flow; r.mu is held.
-func (r *Runner) start(fc *config.Flow, heartbeats bool, opts flow.Options) {
+// start runs one flow under name; r.mu is held.
+func (r *Runner) start(name string, fc *config.Flow, heartbeats, added bool, opts flow.Options) {
 	ctx, cancel := context.WithCancel(r.ctx)
-	mf := &managed{name: fc.Name(), heartbeats: heartbeats, eos: fc.ExactlyOnce, f: flow.New(fc, opts, r.m, r.log),
+	mf := &managed{name: name, heartbeats: heartbeats, eos: fc.ExactlyOnce, f: flow.New(fc, opts, r.m, r.log),
 		cancel: cancel, done: make(chan struct{}), state: "running", started: time.Now()}
+	if added {
+		mf.added = fc
+	}
 	r.flows[mf.name] = mf
 	go func() {
 		defer close(mf.done)
@@ -156,7 +161,7 @@ func (r *Runner) start(fc *config.Flow, heartbeats bool, opts flow.Options) {
 			mf.state = "stopped"
 		}
 		mf.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && mf.added == nil {
 			select {
 			case r.fatal <- err:
 			default:
@@ -165,14 +170,19 @@ func (r *Runner) start(fc *config.Flow, heartbeats bool, opts flow.Options) {
 	}()
 }
 
-// stopAll stops every flow and waits for them; r.mu is held.
-func (r *Runner) stopAll() {
+// stopAll stops every flow and waits for them; r.mu is held. With
+// fileOnly, flows that Add started go on.
+func (r *Runner) stopAll(fileOnly bool) {
 	for _, mf := range r.flows {
-		mf.cancel()
+		if !fileOnly || mf.added == nil {
+			mf.cancel()
+		}
 	}
 	for name, mf := range r.flows {
-		<-mf.done
-		delete(r.flows, name)
+		if !fileOnly || mf.added == nil {
+			<-mf.done
+			delete(r.flows, name)
+		}
 	}
 }
 
@@ -186,6 +196,11 @@ func (r *Runner) Restart(name string) error {
 	}
 	mf.cancel()
 	<-mf.done
+	if mf.added != nil {
+		r.log.Info("restarting flow", "flow", name)
+		r.start(name, mf.added, mf.heartbeats, true, flow.Options{})
+		return nil
+	}
 	fc, err := r.flowConfig(name, mf.heartbeats)
 	if err != nil {
 		return err
@@ -195,7 +210,7 @@ func (r *Runner) Restart(name string) error {
 		opts.AddOrigin = flow.OriginHeaderFlows(r.cfg, []*config.Flow{fc})[name]
 	}
 	r.log.Info("restarting flow", "flow", name)
-	r.start(fc, mf.heartbeats, opts)
+	r.start(name, fc, mf.heartbeats, false, opts)
 	return nil
 }
 
@@ -237,6 +252,9 @@ func (r *Runner) each(name string, fn func(*flow.Flow) bool) error {
 // Reload reads the configuration file again. An invalid file changes
 // nothing and its error is returned; a valid one replaces the running flows.
 func (r *Runner) Reload() error {
+	if r.path == "" {
+		return errors.New("there is no MM2 file to reload: this kmirror's flows come from the Connect REST API")
+	}
 	cfg, err := Load(r.path, r.only, r.log)
 	if err != nil {
 		return err
@@ -244,16 +262,55 @@ func (r *Runner) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.log.Info("reloading configuration", "file", r.path)
-	r.stopAll()
+	r.stopAll(true)
 	r.cfg = cfg
 	r.startAll()
+	return nil
+}
+
+// ErrNotRunning is returned by Add and Remove when Run is not running.
+var ErrNotRunning = errors.New("the runner is not running")
+
+// Add starts fc under name, beside the flows of the file, or replaces the
+// flow of that name; heartbeats runs the pair for heartbeats only. Such a
+// flow is not stopped by Reload, and when it fails it shows as failed in
+// Status instead of stopping Run. Internal/connect adds the connectors'
+// flows this way.
+func (r *Runner) Add(name string, fc *config.Flow, heartbeats bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx == nil {
+		return ErrNotRunning
+	}
+	if old, ok := r.flows[name]; ok {
+		old.cancel()
+		<-old.done
+	}
+	r.log.Info("starting flow", "flow", name, "pair", fc.Name())
+	r.start(name, fc, heartbeats, true, flow.Options{})
+	return nil
+}
+
+// Remove stops a flow Add started and waits for it.
+func (r *Runner) Remove(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	mf, ok := r.flows[name]
+	if !ok || mf.added == nil {
+		return fmt.Errorf("%w %q", ErrUnknownFlow, name)
+	}
+	mf.cancel()
+	<-mf.done
+	delete(r.flows, name)
+	r.log.Info("stopped flow", "flow", name)
 	return nil
 }
 
 // FlowStatus is the state of one flow.
 type FlowStatus struct {
 	Name        string                     `json:"name"`
-	Kind        string                     `json:"kind"` // replication or heartbeats
+	Kind        string                     `json:"kind"`           // replication or heartbeats
+	Pair        string                     `json:"pair,omitempty"` // SOURCE->TARGET of a flow Add started under another name
 	State       string                     `json:"state"`
 	ExactlyOnce bool                       `json:"exactly_once,omitempty"`
 	Since       time.Time                  `json:"since"`
@@ -275,6 +332,9 @@ func (r *Runner) Status() []FlowStatus {
 		st := FlowStatus{Name: mf.name, Kind: "replication", State: mf.state, ExactlyOnce: mf.eos, Since: mf.started}
 		if mf.err != nil {
 			st.Error = mf.err.Error()
+		}
+		if mf.added != nil {
+			st.Pair = mf.added.Name()
 		}
 		mf.mu.Unlock()
 		if mf.heartbeats {

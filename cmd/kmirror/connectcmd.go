@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kmirror/kmirror/internal/clients"
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/connect"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/rest"
+	"github.com/kmirror/kmirror/internal/runner"
+)
+
+// connectCmd is "kmirror connect": a Connect distributed worker's REST API
+// for MM2's connectors, whose configs live in the worker's config topic.
+func connectCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kmirror connect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	memLimit := fs.String("memory-limit", "128MiB", "soft limit of the Go heap (GOMEMLIMIT syntax; the GOMEMLIMIT variable wins); 'off' for none")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "kmirror connect: want exactly one Connect worker properties file")
+		return 2
+	}
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err == nil {
+		err = setMemoryLimit(*memLimit)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror connect:", err)
+		return 2
+	}
+	w, err := connect.LoadWorker(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror connect: invalid worker file:")
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	for _, warn := range w.Warnings {
+		log.Warn(warn)
+	}
+	token := w.REST.Token
+	if token == "" {
+		token = os.Getenv(restTokenEnv)
+	}
+	if token == "" && !w.REST.Open {
+		fmt.Fprintf(stderr, "kmirror connect: the REST API needs a token: set %s or %s, or %s = none for an open API (as Connect's default)\n", config.RESTTokenKey, restTokenEnv, config.RESTAuthKey)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := metrics.New()
+	if *metricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+		srv, _, err := rest.Serve(rest.Listen{Name: "metrics", Addr: *metricsAddr}, mux, log)
+		if err != nil {
+			fmt.Fprintln(stderr, "kmirror connect:", err)
+			return 1
+		}
+		defer srv.Close()
+	}
+	store, err := connect.OpenStore(ctx, w, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror connect:", err)
+		return 1
+	}
+	defer store.Close()
+	run := runner.New("", &config.Config{Path: w.Path}, nil, m, log)
+	h := connect.NewHerder(w, store, run, log)
+	api := connect.NewAPI(h, clusterID(ctx, w))
+	srv, _, err := rest.Start(run, rest.Listen{Name: "Connect REST API", Addr: w.Listener, CertFile: w.REST.TLSCert, Key: w.REST.TLSKey}, token, log, rest.Mount{Patterns: connect.Patterns, Build: api.Handler})
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror connect:", err)
+		return 1
+	}
+	defer srv.Close()
+	log.Info("connect worker started", "worker_id", w.WorkerID, "config_topic", w.ConfigTopic, "connectors", len(store.List()))
+	go h.Run(ctx)
+	if err := run.Run(ctx); err != nil {
+		log.Error("kmirror stopped with an error", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// clusterID is the worker cluster's ID, for GET /; "" when unknown.
+func clusterID(ctx context.Context, w *connect.Worker) string {
+	cl, _, err := clients.New(clients.ID("connect", "admin"), clients.Admin, w.Client)
+	if err != nil {
+		return ""
+	}
+	defer cl.Close()
+	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		return ""
+	}
+	return md.Cluster
+}

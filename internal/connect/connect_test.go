@@ -1,0 +1,403 @@
+package connect
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/runner"
+)
+
+// The seeds' connector configs, as printed (bootstrap servers added where
+// the seed has none).
+const (
+	seedUSWest = `{"name": "us-west-source", "connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+  "source.cluster.alias": "us-west", "target.cluster.alias": "us-east",
+  "source.cluster.bootstrap.servers": "us-west-host1:9091", "topics": ".*"}`
+	seedSHSZ = `{"name": "mm2-sh-to-sz", "config": {"connector.class": "org.apache.kafka.connect.mirror.MirrorSourceConnector",
+  "source.cluster.alias": "sh", "target.cluster.alias": "sz", "topics": "orders.*", "tasks.max": 4,
+  "source.cluster.bootstrap.servers": "sh-kafka1:9092"}}`
+)
+
+func testWorker() *Worker {
+	return &Worker{Path: "worker.properties", Bootstrap: "sz-kafka1:9092", Client: map[string]string{"bootstrap.servers": "sz-kafka1:9092"},
+		GroupID: "mm2-cluster", ConfigTopic: "mm2-configs", WorkerID: "w1:8083", Offsets: map[string]string{}}
+}
+
+func TestTranslate(t *testing.T) {
+	var seed struct {
+		Config map[string]any `json:"config"`
+	}
+	if err := json.Unmarshal([]byte(seedSHSZ), &seed); err != nil {
+		t.Fatal(err)
+	}
+	// json.Unmarshal reads 4 as float64; the API reads numbers as json.Number.
+	seed.Config["tasks.max"] = json.Number("4")
+	shsz, err := props(seed.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uswest map[string]string
+	if err := json.Unmarshal([]byte(seedUSWest), &uswest); err != nil {
+		t.Fatal(err)
+	}
+	with := func(m map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "" {
+				delete(out, kv[i])
+			} else {
+				out[kv[i]] = kv[i+1]
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name, conn string
+		props      map[string]string
+		pair       string
+		source     string // source bootstrap
+		target     string // target bootstrap
+		heartbeats bool
+		warn       string // a warning names this
+		errKeys    []string
+	}{
+		{name: "seed us-west", conn: "us-west-source", props: uswest, pair: "us-west->us-east", source: "us-west-host1:9091", target: "sz-kafka1:9092"},
+		{name: "seed sh-sz", conn: "mm2-sh-to-sz", props: shsz, pair: "sh->sz", source: "sh-kafka1:9092", target: "sz-kafka1:9092"},
+		{name: "target bootstrap given", conn: "mm2-sh-to-sz", props: with(shsz, "target.cluster.bootstrap.servers", "sz2:9092"), pair: "sh->sz", source: "sh-kafka1:9092", target: "sz2:9092"},
+		{name: "simple class name", conn: "mm2-sh-to-sz", props: with(shsz, "connector.class", "MirrorSource"), pair: "sh->sz", source: "sh-kafka1:9092", target: "sz-kafka1:9092"},
+		{name: "heartbeat connector", conn: "hb", props: map[string]string{"connector.class": HeartbeatClass, "source.cluster.alias": "sh", "target.cluster.alias": "sz", "source.cluster.bootstrap.servers": "sh:9092"}, pair: "sh->sz", source: "sh:9092", target: "sz-kafka1:9092", heartbeats: true},
+		{name: "no aliases", conn: "x", props: with(shsz, "source.cluster.alias", "", "target.cluster.alias", ""), errKeys: []string{"source.cluster.alias", "target.cluster.alias"}},
+		{name: "same aliases", conn: "x", props: with(shsz, "target.cluster.alias", "sh"), errKeys: []string{"target.cluster.alias"}},
+		{name: "no source bootstrap", conn: "x", props: with(shsz, "source.cluster.bootstrap.servers", ""), errKeys: []string{"source.cluster.bootstrap.servers"}},
+		{name: "unknown class", conn: "x", props: with(shsz, "connector.class", "FileStreamSource"), errKeys: []string{"connector.class"}},
+		{name: "checkpoint connector", conn: "x", props: with(shsz, "connector.class", CheckpointClass), errKeys: []string{"connector.class"}},
+		{name: "name differs", conn: "other", props: with(shsz, "name", "mm2-sh-to-sz"), errKeys: []string{"name"}},
+		{name: "unknown key warns", conn: "mm2-sh-to-sz", props: with(shsz, "topicz", "a"), pair: "sh->sz", source: "sh-kafka1:9092", target: "sz-kafka1:9092", warn: "topicz"},
+		{name: "bad number", conn: "x", props: with(shsz, "replication.factor", "three"), errKeys: []string{"replication.factor"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := Translate(tc.conn, tc.props, testWorker())
+			if len(tc.errKeys) > 0 {
+				es, ok := err.(Errors)
+				if !ok {
+					t.Fatalf("want Errors for %v, got %v", tc.errKeys, err)
+				}
+				got := map[string]bool{}
+				for _, e := range es {
+					got[e.Key] = true
+				}
+				for _, k := range tc.errKeys {
+					if !got[k] {
+						t.Errorf("no error for %s in %v", k, es)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := spec.Flow
+			if tc.warn != "" && !strings.Contains(strings.Join(spec.Warnings, "\n"), tc.warn) {
+				t.Errorf("warnings %q lack %s", spec.Warnings, tc.warn)
+			}
+			if f.Name() != tc.pair || spec.Heartbeats != tc.heartbeats {
+				t.Fatalf("flow %s heartbeats %v, want %s %v", f.Name(), spec.Heartbeats, tc.pair, tc.heartbeats)
+			}
+			if got := f.SourceConsumer["bootstrap.servers"]; got != tc.source {
+				t.Errorf("source bootstrap %q, want %q", got, tc.source)
+			}
+			if got := f.TargetProducer["bootstrap.servers"]; got != tc.target {
+				t.Errorf("target bootstrap %q, want %q", got, tc.target)
+			}
+			if !tc.heartbeats {
+				if f.Workers != config.Group || f.WorkersGroupID != "kmirror-connect-mm2-cluster-"+tc.conn {
+					t.Errorf("workers %v group %q", f.Workers, f.WorkersGroupID)
+				}
+				if f.EmitCheckpointsEnabled || f.EmitHeartbeatsEnabled {
+					t.Errorf("a source connector's flow emits checkpoints %v heartbeats %v", f.EmitCheckpointsEnabled, f.EmitHeartbeatsEnabled)
+				}
+			}
+		})
+	}
+}
+
+func TestErrorsHideSecrets(t *testing.T) {
+	p := map[string]string{"connector.class": SourceClass, "source.cluster.alias": "a", "target.cluster.alias": "b",
+		"source.cluster.bootstrap.servers": "a:9092", "source.cluster.sasl.jaas.config": "s3cr3t-jaas", "source.cluster.ssl.key.password": "s3cr3t-pw",
+		"replication.factor": "x"}
+	_, err := Translate("c", p, testWorker())
+	if err == nil {
+		t.Fatal("want an error for replication.factor x")
+	}
+	if strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("error shows a secret: %v", err)
+	}
+}
+
+// TestConfigProvider: a secret kept in a file through a config provider
+// reaches the flow, while the connector config holds only the reference.
+func TestConfigProvider(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/secrets.properties"
+	if err := os.WriteFile(path, []byte("jaas=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"s3cr3t\";\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := map[string]string{"connector.class": SourceClass, "source.cluster.alias": "a", "target.cluster.alias": "b",
+		"source.cluster.bootstrap.servers": "a:9092", "source.cluster.security.protocol": "SASL_PLAINTEXT",
+		"source.cluster.sasl.mechanism": "PLAIN", "source.cluster.sasl.jaas.config": "${file:" + path + ":jaas}",
+		"config.providers": "file", "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider"}
+	spec, err := Translate("c", p, testWorker())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := spec.Flow.SourceConsumer["sasl.jaas.config"]; !strings.Contains(got, `password="s3cr3t"`) {
+		t.Errorf("source consumer sasl.jaas.config = %q, want the file's value", got)
+	}
+}
+
+func TestEscape(t *testing.T) {
+	for _, v := range []string{"a b", " lead", "x=y:z", `back\slash`, "line\nbreak", "#hash", "!bang", "tab\there"} {
+		var b propsText
+		b.put("k", v)
+		b.put("key with=odd:chars", v)
+		p, err := config.ParseProperties("t", b.bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"k", "key with=odd:chars"} {
+			if got, _ := p.Get(k); got != v {
+				t.Errorf("%q: read back %q", v, got)
+			}
+		}
+	}
+}
+
+// fakeFlows records what the herder asks of the runner.
+type fakeFlows struct {
+	mu    sync.Mutex
+	flows map[string]string // name -> runner state
+	fail  map[string]string
+}
+
+func (f *fakeFlows) Add(name string, _ *config.Flow, _ bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flows[name] = "running"
+	return nil
+}
+func (f *fakeFlows) Remove(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.flows, name)
+	return nil
+}
+func (f *fakeFlows) set(name, st string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flows[name] = st
+	return nil
+}
+func (f *fakeFlows) Pause(name string) error   { return f.set(name, "paused") }
+func (f *fakeFlows) Resume(name string) error  { return f.set(name, "running") }
+func (f *fakeFlows) Restart(name string) error { return f.set(name, "running") }
+func (f *fakeFlows) Status() []runner.FlowStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []runner.FlowStatus
+	for n, s := range f.flows {
+		out = append(out, runner.FlowStatus{Name: n, State: s, Error: f.fail[n]})
+	}
+	return out
+}
+
+func newTestAPI(t *testing.T, token string) (*httptest.Server, *fakeFlows) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	w := testWorker()
+	w.Client["bootstrap.servers"] = c.ListenAddrs()[0]
+	w.ConfigRF = 1
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := OpenStore(context.Background(), w, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	ff := &fakeFlows{flows: map[string]string{}, fail: map[string]string{}}
+	h := NewHerder(w, store, ff, log)
+	mux := http.NewServeMux()
+	guard := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
+				rw.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(rw, r)
+		})
+	}
+	api := NewAPI(h, "cid").Handler(guard)
+	for _, p := range Patterns {
+		mux.Handle(p, api)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, ff
+}
+
+func TestAPI(t *testing.T) {
+	srv, ff := newTestAPI(t, "")
+	steps := []struct {
+		method, path, body string
+		code               int
+		want               []string // substrings of the response body
+	}{
+		{"GET", "/", "", 200, []string{`"kafka_cluster_id":"cid"`, `"version"`}},
+		{"GET", "/connectors", "", 200, []string{`[]`}},
+		{"POST", "/connectors", seedSHSZ, 201, []string{`"name":"mm2-sh-to-sz"`, `"type":"source"`, `"tasks":[{"connector":"mm2-sh-to-sz","task":0}]`, `"tasks.max":"4"`}},
+		{"POST", "/connectors", seedSHSZ, 409, []string{`{"error_code":409,"message":"Connector mm2-sh-to-sz already exists"}`}},
+		{"POST", "/connectors", `{"name":"bad","config":{"connector.class":"MirrorSourceConnector"}}`, 400, []string{`"error_code":400`, "source.cluster.alias: missing"}},
+		{"POST", "/connectors", `{"name":`, 400, []string{`"error_code":400`}},
+		{"GET", "/connectors/mm2-sh-to-sz/status", "", 200, []string{`{"name":"mm2-sh-to-sz","connector":{"state":"RUNNING","worker_id":"w1:8083"},"tasks":[{"id":0,"state":"RUNNING","worker_id":"w1:8083"}],"type":"source"}`}},
+		{"GET", "/connectors/nope/status", "", 404, []string{`{"error_code":404,"message":"Connector nope not found"}`}},
+		{"PUT", "/connectors/us-west-source/config", seedUSWest, 201, []string{`"name":"us-west-source"`}},
+		{"PUT", "/connectors/us-west-source/config", seedUSWest, 200, []string{`"name":"us-west-source"`}},
+		{"PUT", "/connectors/other/config", seedUSWest, 400, []string{"doesn't match"}},
+		{"GET", "/connectors", "", 200, []string{`["mm2-sh-to-sz","us-west-source"]`}},
+		{"GET", "/connectors?expand=status&expand=info", "", 200, []string{`"us-west-source":{"info":{`, `"status":{"name":"us-west-source"`}},
+		{"GET", "/connectors/us-west-source/config", "", 200, []string{`"topics":".*"`, `"source.cluster.alias":"us-west"`}},
+		{"GET", "/connectors/us-west-source/tasks", "", 200, []string{`[{"id":{"connector":"us-west-source","task":0},"config":{`}},
+		{"GET", "/connectors/us-west-source/tasks/0/status", "", 200, []string{`{"id":0,"state":"RUNNING"`}},
+		{"GET", "/connectors/us-west-source/tasks/3/status", "", 404, []string{`"error_code":404`}},
+		{"PUT", "/connectors/us-west-source/pause", "", 202, nil},
+		{"GET", "/connectors/us-west-source/status", "", 200, []string{`"connector":{"state":"PAUSED"`}},
+		{"PUT", "/connectors/us-west-source/resume", "", 202, nil},
+		{"GET", "/connectors/us-west-source/status", "", 200, []string{`"connector":{"state":"RUNNING"`}},
+		{"POST", "/connectors/us-west-source/restart", "", 204, nil},
+		{"POST", "/connectors/us-west-source/restart?includeTasks=true", "", 202, []string{`"state":"RUNNING"`}},
+		{"PATCH", "/connectors/us-west-source/offsets", `{"offsets":[]}`, 400, []string{"STOPPED"}},
+		{"PUT", "/connectors/us-west-source/stop", "", 204, nil},
+		{"GET", "/connectors/us-west-source/status", "", 200, []string{`"connector":{"state":"STOPPED"`, `"tasks":[]`}},
+		{"PATCH", "/connectors/us-west-source/offsets", `{"offsets":[{"partition":{"cluster":"elsewhere","topic":"t","partition":0},"offset":{"offset":5}}]}`, 400, []string{"source alias"}},
+		{"DELETE", "/connectors/us-west-source", "", 204, nil},
+		{"GET", "/connectors/us-west-source", "", 404, []string{"not found"}},
+		{"GET", "/connectors", "", 200, []string{`["mm2-sh-to-sz"]`}},
+		{"GET", "/connector-plugins", "", 200, []string{`{"class":"org.apache.kafka.connect.mirror.MirrorSourceConnector","type":"source"`}},
+		{"PUT", "/connector-plugins/MirrorSourceConnector/config/validate", `{"connector.class":"MirrorSourceConnector","source.cluster.alias":"a","source.cluster.sasl.jaas.config":"s3cr3t"}`, 200,
+			[]string{`"name":"org.apache.kafka.connect.mirror.MirrorSourceConnector"`, `"error_count":2`, `"value":"[hidden]"`, `"errors":["missing"]`}},
+		{"PUT", "/connector-plugins/FileStreamSource/config/validate", `{}`, 404, []string{`"error_code":404`}},
+		{"GET", "/connectors/x/nothing", "", 404, []string{`{"error_code":404,"message":"HTTP 404 Not Found"}`}},
+	}
+	for _, s := range steps {
+		req, _ := http.NewRequest(s.method, srv.URL+s.path, strings.NewReader(s.body))
+		if s.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != s.code {
+			t.Errorf("%s %s: %d, want %d: %s", s.method, s.path, resp.StatusCode, s.code, b)
+			continue
+		}
+		for _, w := range s.want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s %s: %s lacks %s", s.method, s.path, b, w)
+			}
+		}
+		if strings.Contains(string(b), "s3cr3t") {
+			t.Errorf("%s %s: shows a secret: %s", s.method, s.path, b)
+		}
+	}
+	ff.mu.Lock()
+	_, running := ff.flows["mm2-sh-to-sz"]
+	_, deleted := ff.flows["us-west-source"]
+	ff.mu.Unlock()
+	if !running || deleted {
+		t.Errorf("flows %v: want mm2-sh-to-sz running and us-west-source removed", ff.flows)
+	}
+}
+
+func TestFailedTrace(t *testing.T) {
+	srv, ff := newTestAPI(t, "tok")
+	req, _ := http.NewRequest("POST", srv.URL+"/connectors", strings.NewReader(seedSHSZ))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("no token: %v %v", resp, err)
+	}
+	req, _ = http.NewRequest("POST", srv.URL+"/connectors", strings.NewReader(seedSHSZ))
+	req.Header.Set("Authorization", "Bearer tok")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create: %v %v", resp, err)
+	}
+	ff.mu.Lock()
+	ff.flows["mm2-sh-to-sz"], ff.fail["mm2-sh-to-sz"] = "failed", "sh: cannot reach the cluster"
+	ff.mu.Unlock()
+	req, _ = http.NewRequest("GET", srv.URL+"/connectors/mm2-sh-to-sz/status", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if st.Connector.State != "FAILED" || st.Tasks[0].State.State != "FAILED" || st.Tasks[0].Trace != "sh: cannot reach the cluster" {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func TestParseWorker(t *testing.T) {
+	tests := []struct {
+		name, file string
+		listener   string
+		errs       []string
+	}{
+		{"seed", "bootstrap.servers=sz1:9092\ngroup.id=mm2-cluster\nconfig.storage.topic=mm2-configs\noffset.storage.topic=mm2-offsets\nstatus.storage.topic=mm2-status\nkey.converter=org.apache.kafka.connect.converters.ByteArrayConverter\n", ":8083", nil},
+		{"listeners", "bootstrap.servers=b:1\ngroup.id=g\nconfig.storage.topic=c\nlisteners=http://127.0.0.1:9000\n", "127.0.0.1:9000", nil},
+		{"missing", "bootstrap.servers=b:1\n", "", []string{"w.properties: group.id: missing", "config.storage.topic: missing"}},
+		{"unknown key", "bootstrap.servers=b:1\ngroup.id=g\nconfig.storage.topic=c\ngroupid=x\n", "", []string{"w.properties:4: groupid: unknown key"}},
+		{"https without cert", "bootstrap.servers=b:1\ngroup.id=g\nconfig.storage.topic=c\nlisteners=https://:8443\n", "", []string{"https needs"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := ParseWorker("w.properties", []byte(tc.file))
+			if len(tc.errs) > 0 {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				for _, e := range tc.errs {
+					if !strings.Contains(err.Error(), e) {
+						t.Errorf("error %q lacks %q", err, e)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.Listener != tc.listener {
+				t.Errorf("listener %q, want %q", w.Listener, tc.listener)
+			}
+		})
+	}
+}

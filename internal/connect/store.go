@@ -1,0 +1,251 @@
+package connect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/clients"
+	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/readlog"
+)
+
+// Target states of a connector, as Connect's config topic holds them.
+const (
+	Started = "STARTED"
+	Paused  = "PAUSED"
+	Stopped = "STOPPED"
+)
+
+// Connector is one connector as the config topic says.
+type Connector struct {
+	Name  string
+	Props map[string]string
+	State string // Started, Paused or Stopped
+}
+
+// Store is a Connect config topic: one partition, compacted. Records are
+// those of Connect's KafkaConfigBackingStore with schemas off:
+//
+//	connector-NAME     {"properties":{...}}          (null: deleted)
+//	target-state-NAME  {"state":"PAUSED","state.v2":"STOPPED"}
+//
+// kmirror writes no task or commit records: it runs one flow per connector.
+// Every write is read back before it returns, so a caller sees its own
+// change; the topic's order is the only agreement between workers.
+type Store struct {
+	topic   string
+	connect []kgo.Opt
+	cl      *kgo.Client
+	log     *slog.Logger
+
+	readMu sync.Mutex // one read of the topic at a time
+	ends   map[int32]int64
+
+	mu    sync.Mutex
+	conns map[string]*Connector
+	gen   int // bumped on every change read
+}
+
+// OpenStore creates the config topic unless it exists and reads it to its
+// end.
+func OpenStore(ctx context.Context, w *Worker, log *slog.Logger) (*Store, error) {
+	opts, err := clients.Build(clients.ID("connect", "config"), clients.Producer, w.Client)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", w.Path, err)
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", w.Path, err)
+	}
+	connect, err := clients.Build(clients.ID("connect", "config-reader"), clients.Consumer, w.Client)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	s := &Store{topic: w.ConfigTopic, connect: connect, cl: cl, log: log, conns: map[string]*Connector{}}
+	spec := internaltopic.Compacted(w.ConfigTopic, w.ConfigRF, "config.storage.replication.factor")
+	if _, err := internaltopic.Create(ctx, kadm.NewClient(cl), spec); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("%s: config topic: %w", w.Path, err)
+	}
+	if err := s.CatchUp(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("reading config topic %s: %w", w.ConfigTopic, err)
+	}
+	return s, nil
+}
+
+// Close releases the store's client.
+func (s *Store) Close() { s.cl.Close() }
+
+// CatchUp reads what was written to the topic since the last read.
+func (s *Store) CatchUp(ctx context.Context) error {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	ends, err := readlog.From(ctx, s.connect, s.topic, s.ends, s.apply)
+	if err != nil {
+		return err
+	}
+	s.ends = ends
+	return nil
+}
+
+// Follow reads new records every interval until ctx ends; changed is
+// called after a read that changed something.
+func (s *Store) Follow(ctx context.Context, every time.Duration, changed func()) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := s.Gen()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.CatchUp(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("reading the connect config topic", "topic", s.topic, "err", err)
+		}
+		if g := s.Gen(); g != last {
+			last = g
+			changed()
+		}
+	}
+}
+
+// Gen counts the changes read so far.
+func (s *Store) Gen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+type connectorValue struct {
+	Properties map[string]string `json:"properties"`
+}
+
+type stateValue struct {
+	State   string `json:"state"`
+	StateV2 string `json:"state.v2,omitempty"`
+}
+
+func (s *Store) apply(r *kgo.Record) {
+	key := string(r.Key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case strings.HasPrefix(key, "connector-"):
+		name := strings.TrimPrefix(key, "connector-")
+		if len(r.Value) == 0 {
+			delete(s.conns, name)
+			break
+		}
+		var v connectorValue
+		if err := json.Unmarshal(r.Value, &v); err != nil || v.Properties == nil {
+			s.log.Warn("skipping a malformed record of the connect config topic", "topic", s.topic, "offset", r.Offset, "key", key)
+			return
+		}
+		c := s.conns[name]
+		if c == nil {
+			c = &Connector{Name: name, State: Started}
+			s.conns[name] = c
+		}
+		c.Props = v.Properties
+	case strings.HasPrefix(key, "target-state-"):
+		name := strings.TrimPrefix(key, "target-state-")
+		c := s.conns[name]
+		if c == nil || len(r.Value) == 0 {
+			return
+		}
+		var v stateValue
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			s.log.Warn("skipping a malformed record of the connect config topic", "topic", s.topic, "offset", r.Offset, "key", key)
+			return
+		}
+		st := v.StateV2
+		if st == "" {
+			st = v.State
+		}
+		if st != Started && st != Paused && st != Stopped {
+			return
+		}
+		c.State = st
+	default:
+		return // task-, commit-, session-key records of a Connect cluster
+	}
+	s.gen++
+}
+
+// Get returns connector name.
+func (s *Store) Get(name string) (Connector, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.conns[name]
+	if !ok {
+		return Connector{}, false
+	}
+	return *c, true
+}
+
+// List returns every connector, sorted by name.
+func (s *Store) List() []Connector {
+	s.mu.Lock()
+	out := make([]Connector, 0, len(s.conns))
+	for _, c := range s.conns {
+		out = append(out, *c)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Put writes a connector's config, and its target state when state is not
+// empty (a new connector).
+func (s *Store) Put(ctx context.Context, name string, props map[string]string, state string) error {
+	v, err := json.Marshal(connectorValue{props})
+	if err != nil {
+		return err
+	}
+	recs := []*kgo.Record{{Key: []byte("connector-" + name), Value: v}}
+	if state != "" {
+		recs = append(recs, stateRecord(name, state))
+	}
+	return s.write(ctx, recs...)
+}
+
+// SetState writes a connector's target state.
+func (s *Store) SetState(ctx context.Context, name, state string) error {
+	return s.write(ctx, stateRecord(name, state))
+}
+
+// Delete writes the tombstones of a connector.
+func (s *Store) Delete(ctx context.Context, name string) error {
+	return s.write(ctx, &kgo.Record{Key: []byte("target-state-" + name)}, &kgo.Record{Key: []byte("connector-" + name)})
+}
+
+func stateRecord(name, state string) *kgo.Record {
+	v := stateValue{State: state, StateV2: state}
+	if state == Stopped {
+		v.State = Paused // what a Connect worker older than KIP-875 understands
+	}
+	b, _ := json.Marshal(v)
+	return &kgo.Record{Key: []byte("target-state-" + name), Value: b}
+}
+
+func (s *Store) write(ctx context.Context, recs ...*kgo.Record) error {
+	for _, r := range recs {
+		r.Topic = s.topic
+	}
+	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("writing to config topic %s: %w", s.topic, err)
+	}
+	return s.CatchUp(ctx)
+}

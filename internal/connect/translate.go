@@ -1,0 +1,246 @@
+package connect
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/kmirror/kmirror/internal/config"
+)
+
+// The connector classes kmirror runs, by their full names.
+const (
+	SourceClass     = "org.apache.kafka.connect.mirror.MirrorSourceConnector"
+	CheckpointClass = "org.apache.kafka.connect.mirror.MirrorCheckpointConnector"
+	HeartbeatClass  = "org.apache.kafka.connect.mirror.MirrorHeartbeatConnector"
+)
+
+// classOf resolves connector.class as Connect does: the full name, the
+// simple name or the simple name without "Connector".
+func classOf(v string) (string, bool) {
+	for _, c := range []string{SourceClass, CheckpointClass, HeartbeatClass} {
+		simple := c[strings.LastIndex(c, ".")+1:]
+		if v == c || v == simple || v == strings.TrimSuffix(simple, "Connector") {
+			return c, true
+		}
+	}
+	return "", false
+}
+
+// connectKeys are keys of every Connect connector that carry no MM2
+// setting; kmirror accepts and ignores them.
+func connectKey(k string) bool {
+	switch k {
+	case "name", "connector.class", "tasks.max", "key.converter", "value.converter", "header.converter",
+		"config.action.reload", "errors.retry.timeout", "errors.retry.delay.max.ms", "errors.tolerance",
+		"errors.log.enable", "errors.log.include.messages", "transforms", "predicates",
+		"exactly.once.support", "transaction.boundary", "offsets.storage.topic":
+		return true
+	}
+	return strings.HasPrefix(k, "key.converter.") || strings.HasPrefix(k, "value.converter.") ||
+		strings.HasPrefix(k, "header.converter.") || strings.HasPrefix(k, "topic.creation.")
+}
+
+// Spec is a connector config translated to a kmirror flow.
+type Spec struct {
+	Class      string
+	Flow       *config.Flow
+	Heartbeats bool // the flow only emits heartbeats (MirrorHeartbeatConnector)
+	Warnings   []string
+}
+
+// FieldError is a problem with one key of a connector config.
+type FieldError struct {
+	Key, Msg string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
+
+// Errors lists the problems of a connector config, one per key.
+type Errors []*FieldError
+
+func (es Errors) Error() string {
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n")
+}
+
+// Translate turns connector name's config into a flow. The source and
+// target clusters are named by source.cluster.alias and
+// target.cluster.alias; source.cluster.* and target.cluster.* keys are
+// those clusters' settings, other keys the flow's, all checked as in an
+// MM2 file. target.cluster.bootstrap.servers defaults to the worker's
+// cluster (w.Client), as a Connect worker usually sits at the target. A
+// source connector runs the flow in kmirror's group mode, so every worker
+// takes a share of the partitions. Errors are Errors, without values.
+func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
+	var errs Errors
+	class, ok := classOf(props["connector.class"])
+	switch {
+	case props["connector.class"] == "":
+		errs = append(errs, &FieldError{"connector.class", "missing"})
+	case !ok:
+		errs = append(errs, &FieldError{"connector.class", fmt.Sprintf("%q is not a connector kmirror runs (MirrorSourceConnector, MirrorHeartbeatConnector)", props["connector.class"])})
+	case class == CheckpointClass:
+		errs = append(errs, &FieldError{"connector.class", "MirrorCheckpointConnector is not supported yet: set emit.checkpoints.enabled = true (and sync.group.offsets.enabled) in the MirrorSourceConnector's config, whose kmirror flow then emits the checkpoints"})
+	}
+	if n, ok := props["name"]; ok && n != name {
+		errs = append(errs, &FieldError{"name", fmt.Sprintf("%q differs from the connector's name %q", n, name)})
+	}
+	src, tgt := strings.TrimSpace(props["source.cluster.alias"]), strings.TrimSpace(props["target.cluster.alias"])
+	for k, v := range map[string]string{"source.cluster.alias": src, "target.cluster.alias": tgt} {
+		if v == "" {
+			errs = append(errs, &FieldError{k, "missing"})
+		} else if strings.ContainsAny(v, " ,=:\\>") || strings.Contains(v, "->") {
+			errs = append(errs, &FieldError{k, "an alias may not hold spaces, commas, '=', ':', '\\' or '>'"})
+		}
+	}
+	if src != "" && src == tgt {
+		errs = append(errs, &FieldError{"target.cluster.alias", "equals source.cluster.alias"})
+	}
+	if props["source.cluster.bootstrap.servers"] == "" {
+		errs = append(errs, &FieldError{"source.cluster.bootstrap.servers", "missing"})
+	}
+	if len(errs) > 0 {
+		sortErrors(errs)
+		return nil, errs
+	}
+	pair := src + "->" + tgt
+	var b propsText
+	origin := map[string]string{} // generated key -> connector key
+	b.put("clusters", src+", "+tgt)
+	if _, ok := props["target.cluster.bootstrap.servers"]; !ok {
+		for k, v := range w.Client {
+			b.put(tgt+"."+k, v)
+		}
+	}
+	for k, v := range w.Offsets {
+		if _, ok := props["target.cluster."+k]; !ok {
+			b.put(tgt+"."+k, v)
+		}
+	}
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		var gen string
+		switch {
+		case connectKey(k) || k == "source.cluster.alias" || k == "target.cluster.alias":
+			continue
+		case k == "config.providers" || strings.HasPrefix(k, "config.providers."):
+			gen = k // top level, as in an MM2 file: ${provider:...} in any value
+		case strings.HasPrefix(k, "source.cluster."):
+			gen = src + "." + strings.TrimPrefix(k, "source.cluster.")
+		case strings.HasPrefix(k, "target.cluster."):
+			gen = tgt + "." + strings.TrimPrefix(k, "target.cluster.")
+		default:
+			gen = pair + "." + k
+		}
+		origin[gen] = k
+		b.put(gen, props[k])
+	}
+	def := func(k, v string) {
+		if _, ok := props[k]; !ok {
+			b.put(pair+"."+k, v)
+		}
+	}
+	if class == HeartbeatClass {
+		b.put(pair+".enabled", "false")
+	} else {
+		b.put(pair+".enabled", "true")
+		// In Connect, checkpoints and heartbeats are the other two
+		// connectors' work.
+		def("emit.checkpoints.enabled", "false")
+		def("sync.group.offsets.enabled", "false")
+		def("emit.heartbeats.enabled", "false")
+		def(config.WorkersKey, "group")
+		def(config.WorkersGroupIDKey, "kmirror-connect-"+w.GroupID+"-"+name)
+	}
+	cfg, err := config.Parse("connector "+name, b.bytes(), os.LookupEnv)
+	if err != nil {
+		var out Errors
+		for _, e := range unwrap(err) {
+			var ce *config.Error
+			if errors.As(e, &ce) {
+				k := origin[ce.Key]
+				if k == "" {
+					k = ce.Key
+				}
+				out = append(out, &FieldError{k, ce.Msg})
+			} else {
+				out = append(out, &FieldError{"config", e.Error()})
+			}
+		}
+		sortErrors(out)
+		return nil, out
+	}
+	spec := &Spec{Class: class, Heartbeats: class == HeartbeatClass, Warnings: cfg.Warnings}
+	if spec.Heartbeats {
+		spec.Flow, err = cfg.Pair(src, tgt)
+		if err != nil {
+			return nil, Errors{{"config", err.Error()}}
+		}
+		return spec, nil
+	}
+	if len(cfg.Flows) != 1 {
+		return nil, Errors{{"config", "no flow " + pair}}
+	}
+	spec.Flow = cfg.Flows[0]
+	return spec, nil
+}
+
+func unwrap(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func sortErrors(es Errors) {
+	sort.SliceStable(es, func(i, j int) bool { return es[i].Key < es[j].Key })
+}
+
+// propsText writes Java properties, one key a line.
+type propsText struct{ sb strings.Builder }
+
+func (p *propsText) put(k, v string) {
+	p.sb.WriteString(escape(k, true))
+	p.sb.WriteString(" = ")
+	p.sb.WriteString(escape(v, false))
+	p.sb.WriteByte('\n')
+}
+
+func (p *propsText) bytes() []byte { return []byte(p.sb.String()) }
+
+// escape writes s so that a Java properties reader reads s back.
+func escape(s string, key bool) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case (r == ' ' && (key || i == 0)) || (key && (r == '=' || r == ':' || r == '#' || r == '!')):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case !key && i == 0 && (r == '#' || r == '!'):
+			b.WriteRune(r) // not at a line start: the key and " = " precede it
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,149 @@
+package connect
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/kmirror/kmirror/internal/config"
+)
+
+// Worker is a Connect distributed worker file (connect-distributed.properties),
+// the keys kmirror uses of it.
+type Worker struct {
+	Path        string
+	Bootstrap   string            // bootstrap.servers: the cluster of the config topic
+	Client      map[string]string // bootstrap.servers and the security keys for that cluster
+	GroupID     string            // group.id: names the workers' consumer groups
+	ConfigTopic string            // config.storage.topic
+	ConfigRF    int16             // config.storage.replication.factor; -1: broker default
+	Listener    string            // host:port the REST API listens on
+	WorkerID    string            // host:port the worker is known by (rest.advertised.*)
+	REST        config.REST       // kmirror.rest.token, kmirror.rest.auth, kmirror.rest.tls.*
+	// Offsets holds offset.storage.replication.factor and
+	// offset.storage.partitions: how the flows create their offsets topic.
+	Offsets  map[string]string
+	Warnings []string
+}
+
+// Keys of a Connect worker file that kmirror accepts but that change
+// nothing: kmirror keeps progress where MM2 does (mm2-offsets.SOURCE.internal
+// on the target; offset.storage.replication.factor and .partitions apply) and status in memory, and needs no converters or plugins.
+var ignoredWorkerKeys = map[string]bool{
+	"offset.storage.topic": true,
+	"status.storage.topic": true, "status.storage.replication.factor": true, "status.storage.partitions": true,
+	"key.converter": true, "value.converter": true, "key.converter.schemas.enable": true, "value.converter.schemas.enable": true,
+	"header.converter": true, "offset.flush.interval.ms": true, "offset.flush.timeout.ms": true, "plugin.path": true,
+	"plugin.discovery": true, "rest.advertised.listener": true, "session.timeout.ms": true, "heartbeat.interval.ms": true,
+	"rebalance.timeout.ms": true, "scheduled.rebalance.max.delay.ms": true, "connect.protocol": true,
+	"exactly.once.source.support": true, "client.id": true,
+}
+
+// LoadWorker reads and checks a worker file. An unknown key is an error
+// naming file, line and key, as kmirror's MM2 files are checked.
+func LoadWorker(path string) (*Worker, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWorker(path, data)
+}
+
+// ParseWorker is LoadWorker on the contents of the file called path.
+func ParseWorker(path string, data []byte) (*Worker, error) {
+	p, err := config.ParseProperties(path, data)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{Path: path, Client: map[string]string{}, ConfigRF: 3, Offsets: map[string]string{}}
+	at := func(k string) string { return fmt.Sprintf("%s:%d: %s", path, p.Line(k), k) }
+	var errs []string
+	host, port, advHost, advPort := "", "8083", "", ""
+	listeners := ""
+	for _, k := range p.Keys() {
+		v, _ := p.Get(k)
+		v = strings.TrimSpace(v)
+		switch {
+		case k == "bootstrap.servers":
+			w.Bootstrap = v
+			w.Client[k] = v
+		case k == "group.id":
+			w.GroupID = v
+		case k == "config.storage.topic":
+			w.ConfigTopic = v
+		case k == "config.storage.replication.factor":
+			n, err := strconv.ParseInt(v, 10, 16)
+			if err != nil || (n < 1 && n != -1) {
+				errs = append(errs, at(k)+": want a positive number or -1 (the broker default)")
+			}
+			w.ConfigRF = int16(n)
+		case k == "offset.storage.replication.factor" || k == "offset.storage.partitions":
+			w.Offsets[k] = v
+		case k == "listeners":
+			listeners = v
+		case k == "rest.host.name":
+			host = v
+		case k == "rest.port":
+			port = v
+		case k == "rest.advertised.host.name":
+			advHost = v
+		case k == "rest.advertised.port":
+			advPort = v
+		case k == config.RESTTokenKey:
+			w.REST.Token = v
+		case k == config.RESTAuthKey:
+			if v != "none" && v != "token" {
+				errs = append(errs, at(k)+`: want "token" or "none"`)
+			}
+			w.REST.Open = v == "none"
+		case k == config.RESTCertKey:
+			w.REST.TLSCert = v
+		case k == config.RESTKeyKey:
+			w.REST.TLSKey = v
+		case config.IsClientConnectionKey(k):
+			w.Client[k] = v
+		case ignoredWorkerKeys[k]:
+			w.Warnings = append(w.Warnings, at(k)+": accepted but has no effect in kmirror")
+		default:
+			errs = append(errs, at(k)+": unknown key of a Connect worker file")
+		}
+	}
+	for _, k := range []string{"bootstrap.servers", "group.id", "config.storage.topic"} {
+		if _, ok := p.Get(k); !ok {
+			errs = append(errs, fmt.Sprintf("%s: %s: missing (a Connect distributed worker needs it)", path, k))
+		}
+	}
+	w.Listener = net.JoinHostPort(host, port)
+	if listeners != "" {
+		first := strings.TrimSpace(strings.Split(listeners, ",")[0])
+		scheme, hp, ok := strings.Cut(first, "://")
+		switch {
+		case !ok || (scheme != "http" && scheme != "https"):
+			errs = append(errs, at("listeners")+": want http://HOST:PORT or https://HOST:PORT")
+		case scheme == "https" && w.REST.TLSCert == "":
+			errs = append(errs, at("listeners")+": https needs "+config.RESTCertKey+" and "+config.RESTKeyKey+" (PEM files)")
+		default:
+			w.Listener = hp
+		}
+	}
+	lh, lp, err := net.SplitHostPort(w.Listener)
+	if err != nil {
+		errs = append(errs, fmt.Sprintf("%s: listeners: %q is not HOST:PORT", path, w.Listener))
+	}
+	if advHost == "" {
+		advHost = lh
+		if advHost == "" || advHost == "0.0.0.0" || advHost == "::" {
+			advHost, _ = os.Hostname()
+		}
+	}
+	if advPort == "" {
+		advPort = lp
+	}
+	w.WorkerID = net.JoinHostPort(advHost, advPort)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return w, nil
+}
