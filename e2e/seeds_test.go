@@ -160,11 +160,11 @@ func TestSeedsAsPrinted(t *testing.T) {
 
 	// Seed 001's warnings: Connect worker keys and tasks.max have no effect.
 	warn001 := []string{
-		`:8: "group.id" has no effect at top level in MirrorMaker 2, nor in kmirror anywhere: it is a Connect worker setting and kmirror runs no Connect worker`,
-		`:17: "config.storage.topic" has no effect: kmirror writes no Connect status or config topics`,
-		`:18: "config.storage.replication.factor" has no effect: kmirror writes no Connect status or config topics`,
-		`:21: "status.storage.topic" has no effect: kmirror writes no Connect status or config topics`,
-		`:22: "status.storage.replication.factor" has no effect: kmirror writes no Connect status or config topics`,
+		`:8: "group.id" has no effect at top level in MirrorMaker 2, nor in kmirror anywhere: it is a Connect worker setting (kmirror connect takes it in its worker file)`,
+		`:17: "config.storage.topic" has no effect: kmirror run writes no Connect status or config topics (kmirror connect keeps connectors in its worker file's config.storage.topic)`,
+		`:18: "config.storage.replication.factor" has no effect: kmirror run writes no Connect status or config topics (kmirror connect keeps connectors in its worker file's config.storage.topic)`,
+		`:21: "status.storage.topic" has no effect: kmirror run writes no Connect status or config topics (kmirror connect keeps connectors in its worker file's config.storage.topic)`,
+		`:22: "status.storage.replication.factor" has no effect: kmirror run writes no Connect status or config topics (kmirror connect keeps connectors in its worker file's config.storage.topic)`,
 		`:70: "sh->sz.tasks.max" has no effect: kmirror copies all partitions of a flow in one process; share a flow between processes with kmirror.workers = group`,
 		`:71: "sz->sh.tasks.max" has no effect: kmirror copies all partitions of a flow in one process; share a flow between processes with kmirror.workers = group`,
 	}

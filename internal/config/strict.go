@@ -42,7 +42,7 @@ var ignoredKeys = map[string]string{
 var honouredWorkerKeys = set("exactly.once.source.support", "offset.flush.interval.ms",
 	"offset.storage.topic", "offset.storage.partitions", "offset.storage.replication.factor")
 
-const connectWorker = "it is a Connect worker setting and kmirror runs no Connect worker"
+const connectWorker = "it is a Connect worker setting (kmirror connect takes it in its worker file)"
 
 // noEffect returns why connector or worker key k has no effect in kmirror,
 // or "" when kmirror honours it (or another check reports it).
@@ -52,7 +52,7 @@ func noEffect(k string) string {
 	}
 	switch {
 	case hasAnyPrefix(k, []string{"status.storage.", "config.storage."}):
-		return "kmirror writes no Connect status or config topics"
+		return "kmirror run writes no Connect status or config topics (kmirror connect keeps connectors in its worker file's config.storage.topic)"
 	case hasAnyPrefix(k, []string{"errors."}):
 		return "Connect's error handling does not apply: kmirror stops the failing partition and names the record"
 	case hasAnyPrefix(k, []string{"predicates."}):

@@ -58,7 +58,7 @@ func TestNothingSilent(t *testing.T) {
 		{name: "tasks.max", line: "tasks.max = 4", warn: `"tasks.max" has no effect: kmirror copies all partitions`},
 		{name: "metric.reporters", line: "metric.reporters = com.example.Reporter",
 			warn: `"metric.reporters" has no effect: Java metric reporters do not run in kmirror`},
-		{name: "status.storage", line: "status.storage.topic = st", warn: `"status.storage.topic" has no effect: kmirror writes no Connect status`},
+		{name: "status.storage", line: "status.storage.topic = st", warn: `"status.storage.topic" has no effect: kmirror run writes no Connect status`},
 		{name: "per-flow offsets.storage.topic", line: "A->B.offsets.storage.topic = o",
 			warn: `"A->B.offsets.storage.topic" has no effect: kmirror keeps a flow's progress in the target worker's offset.storage.topic`},
 		{name: "batch.size", line: "B.producer.batch.size = 100000",

@@ -209,7 +209,10 @@ func (c *Cluster) ReadAll(t testing.TB, topic string) []*kgo.Record {
 	defer cancel()
 	adm := c.Admin(t)
 	// While a node is down or restarting its partitions may have no
-	// reachable leader for a few seconds: listing is retried.
+	// reachable leader for a few seconds, and a topic just created may not
+	// be known to every node yet: listing is retried, an unknown topic for
+	// 10 s only.
+	unknownUntil := time.Now().Add(10 * time.Second)
 	list := func(what string, fn func(context.Context, ...string) (kadm.ListedOffsets, error)) kadm.ListedOffsets {
 		t.Helper()
 		for {
@@ -220,7 +223,7 @@ func (c *Cluster) ReadAll(t testing.TB, topic string) []*kgo.Record {
 			if err == nil {
 				return offs
 			}
-			if ctx.Err() != nil || errors.Is(err, kerr.UnknownTopicOrPartition) {
+			if ctx.Err() != nil || errors.Is(err, kerr.UnknownTopicOrPartition) && time.Now().After(unknownUntil) {
 				t.Fatalf("testkafka: list %s offsets of %s on cluster %s: %v", what, topic, c.Name, err)
 			}
 			time.Sleep(250 * time.Millisecond)
