@@ -202,13 +202,50 @@ func loadScale(ctx context.Context, adm *kadm.Client, bootstrap string, topics [
 			return err
 		}
 	}
+	if err := waitLeaders(ctx, adm, topics, parts); err != nil {
+		return err
+	}
 	return produceEach(ctx, bootstrap, topics, parts, per)
+}
+
+// waitLeaders waits up to three minutes until every partition of topics has a
+// leader: a producer gives up on a topic its broker does not host yet.
+func waitLeaders(ctx context.Context, adm *kadm.Client, topics []string, parts int32) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	for {
+		td, err := adm.ListTopics(ctx, topics...)
+		ready := 0
+		if err == nil {
+			for _, t := range td {
+				if t.Err == nil && len(t.Partitions) == int(parts) {
+					led := 0
+					for _, p := range t.Partitions {
+						if p.Err == nil && p.Leader >= 0 {
+							led++
+						}
+					}
+					if led == int(parts) {
+						ready++
+					}
+				}
+			}
+		}
+		if ready == len(topics) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d new topics have leaders: %w", ready, len(topics), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // produceEach writes per records to each partition of topics.
 func produceEach(ctx context.Context, bootstrap string, topics []string, parts int32, per int) error {
 	p, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond))
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MetadataMinAge(50*time.Millisecond), kgo.UnknownTopicRetries(50))
 	if err != nil {
 		return err
 	}
@@ -258,14 +295,11 @@ func (e *Env) scale(ctx context.Context, repl string, c ScaleConfig) ScaleResult
 		cmd = exec.Command(e.Kmirror, append(args, props)...)
 		cmd.Env = append(os.Environ(), "KMIRROR_REST_TOKEN="+profileToken)
 	case MM2:
-		l4j := filepath.Join(e.Dir, "mm2-log4j2.properties")
-		if err := os.WriteFile(l4j, []byte(mm2Log4j), 0o644); err != nil {
+		var err error
+		if cmd, err = e.mm2Command(props, dst); err != nil {
 			res.Error = err.Error()
 			return res
 		}
-		args := append(append([]string{}, MM2JVMOpts...), "-Dlog4j2.configurationFile=file:"+l4j,
-			"-cp", filepath.Join(e.Libs, "*"), "org.apache.kafka.connect.mirror.MirrorMaker", props, "--clusters", dst)
-		cmd = exec.Command(javaPath(), args...)
 	default:
 		res.Error = "scale runs only " + Kmirror + " and " + MM2
 		return res
