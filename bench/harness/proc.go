@@ -44,7 +44,11 @@ func cpuSeconds(pid int) (float64, error) {
 
 // peakRSS returns VmHWM of pid in bytes: the largest resident set the
 // process has had.
-func peakRSS(pid int) (int64, error) {
+func peakRSS(pid int) (int64, error) { return statusBytes(pid, "VmHWM:") }
+
+// statusBytes returns the kB line key (e.g. "VmRSS:") of
+// /proc/PID/status in bytes.
+func statusBytes(pid int, key string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -52,10 +56,10 @@ func peakRSS(pid int) (int64, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), key); ok {
 			fs := strings.Fields(v)
 			if len(fs) != 2 || fs[1] != "kB" {
-				return 0, fmt.Errorf("bad VmHWM line %q", sc.Text())
+				return 0, fmt.Errorf("bad %s line %q", key, sc.Text())
 			}
 			kb, err := strconv.ParseInt(fs[0], 10, 64)
 			return kb << 10, err
@@ -64,5 +68,5 @@ func peakRSS(pid int) (int64, error) {
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", key, pid)
 }

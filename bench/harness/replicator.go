@@ -259,14 +259,11 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 		cmd = exec.Command(bin, append(args, props)...)
 		cmd.Env = append(os.Environ(), "KMIRROR_REST_TOKEN="+profileToken)
 	case MM2, MM2EOS:
-		l4j := filepath.Join(e.Dir, "mm2-log4j2.properties")
-		if err := os.WriteFile(l4j, []byte(mm2Log4j), 0o644); err != nil {
+		var err error
+		if cmd, err = e.mm2Command(props, dst); err != nil {
 			res.Error = err.Error()
 			return res
 		}
-		args := append(append([]string{}, MM2JVMOpts...), "-Dlog4j2.configurationFile=file:"+l4j,
-			"-cp", filepath.Join(e.Libs, "*"), "org.apache.kafka.connect.mirror.MirrorMaker", props, "--clusters", dst)
-		cmd = exec.Command(javaPath(), args...)
 	default:
 		res.Error = "unknown replicator " + repl
 		return res
@@ -485,6 +482,17 @@ func deleteAll(ctx context.Context, adm *kadm.Client, keep func(string) bool) er
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// mm2Command is Apache MM2 on props, for the target cluster dst.
+func (e *Env) mm2Command(props, dst string) (*exec.Cmd, error) {
+	l4j := filepath.Join(e.Dir, "mm2-log4j2.properties")
+	if err := os.WriteFile(l4j, []byte(mm2Log4j), 0o644); err != nil {
+		return nil, err
+	}
+	args := append(append([]string{}, MM2JVMOpts...), "-Dlog4j2.configurationFile=file:"+l4j,
+		"-cp", filepath.Join(e.Libs, "*"), "org.apache.kafka.connect.mirror.MirrorMaker", props, "--clusters", dst)
+	return exec.Command(javaPath(), args...), nil
 }
 
 func javaPath() string {

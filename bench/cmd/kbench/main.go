@@ -3,6 +3,7 @@
 //
 //	kbench run [--quick] [--runs N] [--workloads a,b] [--no-limit] [--limit-procs N] [--profile W] [--baseline BIN] [--out DIR] [--docs]
 //	kbench report [--docs DIR] RESULTS.json...
+//	kbench scale [--topics N] [--partitions N] [--out DIR]
 //
 // bench/run is a thin wrapper; see docs/benchmarks.md.
 package main
@@ -32,6 +33,15 @@ Usage:
                                 (re)write the report from saved results;
                                 several runs' results are merged (--json
                                 writes the merged results)
+  kbench scale [flags]          many idle partitions: catch-up, idle CPU and
+                                RSS, new-topic detection, kmirror vs MM2;
+                                writes --out/scale.json and scale.md (a
+                                section for docs/benchmarks.md)
+
+Scale flags: --topics N (1000) --partitions N (5) --per-partition N (20)
+  --new-topics N (10) --idle D (60s) --refresh D (10s, refresh.topics.interval.seconds
+  of both) --profile D (20s, kmirror's CPU profile after the idle window)
+  --tasks-max N (4) --replicators kmirror,mm2 --timeout D (5m) --out DIR
 
 Run flags:
   --quick             a few seconds per run (CI smoke test)
@@ -138,6 +148,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprint(stdout, harness.Table(res))
 		fmt.Fprintf(stdout, "\nresults in %s\n", filepath.Join(*out, "results.json"))
+		return 0
+	case "scale":
+		c := harness.ScaleConfig{Root: root, Log: stderr}
+		fs.IntVar(&c.Topics, "topics", 1000, "source topics")
+		parts := fs.Int("partitions", 5, "partitions per topic")
+		fs.IntVar(&c.PerPart, "per-partition", 20, "backlog records per partition")
+		fs.IntVar(&c.NewTopics, "new-topics", 10, "topics created while idle")
+		fs.DurationVar(&c.Idle, "idle", time.Minute, "idle window")
+		fs.DurationVar(&c.Refresh, "refresh", 10*time.Second, "refresh.topics.interval.seconds of both replicators")
+		fs.DurationVar(&c.Profile, "profile", 20*time.Second, "kmirror CPU profile after the idle window (0: none)")
+		fs.IntVar(&c.TasksMax, "tasks-max", 4, "tasks.max in mm2.properties")
+		fs.DurationVar(&c.Timeout, "timeout", 5*time.Minute, "longest catch-up, and longest detection")
+		repls := fs.String("replicators", "kmirror,mm2", "replicators, in order")
+		out := fs.String("out", "", "results folder")
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		if c.Topics < 1 || *parts < 1 || c.PerPart < 1 || c.Refresh < time.Second {
+			fmt.Fprintln(stderr, "kbench scale: --topics, --partitions and --per-partition must be 1 or more, --refresh at least 1s")
+			return 2
+		}
+		c.Partitions, c.Replicators = int32(*parts), split(*repls)
+		if *out == "" {
+			*out = filepath.Join(root, "bench", "results", "scale-"+time.Now().Format("20060102-150405"))
+		}
+		c.Dir = *out
+		res, err := harness.RunScale(ctx, c)
+		if res != nil {
+			sec := harness.ScaleSection(res)
+			if werr := os.WriteFile(filepath.Join(*out, "scale.md"), []byte(sec), 0o644); werr != nil {
+				fmt.Fprintln(stderr, "kbench:", werr)
+			}
+			fmt.Fprint(stdout, sec)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "kbench:", err)
+			return 1
+		}
 		return 0
 	case "report":
 		jsonOut := fs.String("json", "", "also write the (merged) results to this file")
