@@ -92,7 +92,7 @@ func (d *Dashboard) Run(ctx context.Context) {
 func (d *Dashboard) Sample(now time.Time) {
 	var mfs []*dto.MetricFamily
 	if d.cfg.Metrics != nil {
-		mfs, _ = d.cfg.Metrics.Registry.Gather()
+		mfs, _ = d.cfg.Metrics.Sampled.Gather()
 	}
 	flows := d.cfg.Source.Status()
 	d.mu.Lock()

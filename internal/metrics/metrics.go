@@ -12,6 +12,9 @@ import (
 // Metrics holds every metric of one kmirror process.
 type Metrics struct {
 	Registry *prometheus.Registry
+	// Sampled gathers only what the dashboard samples (rates, latencies,
+	// records lost), so a sample costs no more than it reads.
+	Sampled prometheus.Gatherer
 
 	RecordCount          *prometheus.CounterVec
 	ByteCount            *prometheus.CounterVec
@@ -91,5 +94,8 @@ func New() *Metrics {
 		m.RecordsLost, m.RecordsLooped, m.TopicsRecreated, m.PartitionErrors, m.OffsetSyncFailures, m.CorruptRecords,
 		m.CheckpointLatencyMs, m.GroupOffsetsSynced)
 	m.Health = newHealth(m.Registry)
+	sampled := prometheus.NewRegistry()
+	sampled.MustRegister(m.RecordRate, m.ByteRate, m.ReplicationLatencyMs, m.RecordsLost, m.CheckpointLatencyMs)
+	m.Sampled = sampled
 	return m
 }
