@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/wire"
 	"github.com/kmirror/kmirror/mirrorclient"
 )
 
@@ -17,9 +18,10 @@ import (
 // emit.checkpoints.enabled=false and a MirrorCheckpointConnector for the
 // same pair, created through kmirror connect's REST API, give the source
 // group's checkpoints on the target with translated offsets, and the
-// target group's committed offsets (sync.group.offsets.enabled). Once the
-// checkpoint connector is deleted no checkpoint appears any more: the
-// source connector writes none, so there was one checkpoint writer.
+// target group's committed offsets (sync.group.offsets.enabled). Two
+// workers run the connectors and no checkpoint is written twice: one
+// worker leads. Once the checkpoint connector is deleted no checkpoint
+// appears any more: the source connector writes none.
 func TestConnectCheckpoints(t *testing.T) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
@@ -27,8 +29,10 @@ func TestConnectCheckpoints(t *testing.T) {
 	topic := testkafka.Topic(t, "cporders")
 	a.CreateTopic(t, topic, 2, nil)
 	remote := src + "." + topic
-	port := freePort(t)
-	startConnect(t, connectWorker(t, b, testkafka.Topic(t, "cpconnect"), port), port)
+	port, port2 := freePort(t), freePort(t)
+	workers := testkafka.Topic(t, "cpconnect")
+	startConnect(t, connectWorker(t, b, workers, port), port)
+	startConnect(t, connectWorker(t, b, workers, port2), port2)
 
 	var up []*kgo.Record
 	for i := 0; i < 30; i++ {
@@ -97,8 +101,22 @@ func TestConnectCheckpoints(t *testing.T) {
 	waitFor(t, 30*time.Second, "the group's offsets on the target", func() bool {
 		return maps.Equal(committed(t, b, group, remote), want)
 	})
-	if code, out := rest(t, "GET", port, "/connectors/checkpoints/status", ""); code != 200 || !strings.Contains(out, `"state":"RUNNING"`) {
+	if code, out := rest(t, "GET", port2, "/connectors/checkpoints/status", ""); code != 200 || !strings.Contains(out, `"state":"RUNNING"`) {
 		t.Errorf("checkpoint connector status: %d %s", code, out)
+	}
+	// One writer never writes an unchanged checkpoint again; two would.
+	time.Sleep(3 * time.Second)
+	seen := map[wire.Checkpoint]int{}
+	for _, r := range b.ReadAll(t, src+".checkpoints.internal") {
+		c, err := wire.DecodeCheckpoint(r.Key, r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Group == group {
+			if seen[c]++; seen[c] == 2 {
+				t.Errorf("checkpoint %+v written twice: two checkpoint writers", c)
+			}
+		}
 	}
 
 	// Without the checkpoint connector a new commit gets no checkpoint.

@@ -89,7 +89,8 @@ func (es Errors) Error() string {
 // MM2 file. target.cluster.bootstrap.servers defaults to the worker's
 // cluster (w.Client), as a Connect worker usually sits at the target. A
 // source connector runs the flow in kmirror's group mode, so every worker
-// takes a share of the partitions. Errors are Errors, without values.
+// takes a share of the partitions; of a checkpoint connector's workers,
+// one leads and runs the checkpoints. Errors are Errors, without values.
 func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 	var errs Errors
 	class, ok := classOf(props["connector.class"])
@@ -167,8 +168,11 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 	case CheckpointClass:
 		// The flow only runs its checkpoint task (flow.RunCheckpointsOnly);
 		// emit.checkpoints.enabled keeps MM2's default, true.
+		// In group mode one worker of the connector's group runs it.
 		b.put(pair+".enabled", "true")
 		def("emit.heartbeats.enabled", "false")
+		def(config.WorkersKey, "group")
+		def(config.WorkersGroupIDKey, "kmirror-connect-"+w.GroupID+"-"+name)
 	default:
 		b.put(pair+".enabled", "true")
 		// In Connect, checkpoints and heartbeats are the other two
