@@ -31,27 +31,7 @@ func TestConnectREST(t *testing.T) {
 	sh.CreateTopic(t, west, 1, nil)
 	group := testkafka.Topic(t, "connect")
 	port1, port2 := freePort(t), freePort(t)
-	worker := func(port string) string {
-		return writeFile(t, "worker-"+port+".properties", strings.Join([]string{
-			"bootstrap.servers=" + strings.Join(sz.Bootstrap, ","),
-			"group.id=" + group,
-			"key.converter=org.apache.kafka.connect.converters.ByteArrayConverter",
-			"value.converter=org.apache.kafka.connect.converters.ByteArrayConverter",
-			"offset.storage.topic=" + group + "-offsets",
-			"offset.storage.replication.factor=1",
-			"config.storage.topic=" + group + "-configs",
-			"config.storage.replication.factor=1",
-			"status.storage.topic=" + group + "-status",
-			"status.storage.replication.factor=1",
-			"listeners=http://127.0.0.1:" + port,
-			"kmirror.rest.auth=none",
-		}, "\n")+"\n")
-	}
-	start := func(port string) *proc {
-		p := startProc(t, "kmirror connect "+port, exec.Command(kmirrorBin(t), "connect", worker(port)))
-		waitFor(t, 30*time.Second, "the REST API on "+port, func() bool { code, _ := rest(t, "GET", port, "/", ""); return code == 200 })
-		return p
-	}
+	start := func(port string) *proc { return startConnect(t, connectWorker(t, sz, group, port), port) }
 	w1 := start(port1)
 
 	// Seed 001 (POST /connectors), with the source's bootstrap servers.
@@ -170,7 +150,7 @@ func TestConnectREST(t *testing.T) {
 	hbAlias := alias(t, "java")
 	got := runConnectJava(t, "http://127.0.0.1:"+port1, strings.Join(sh.Bootstrap, ","), hbAlias)
 	for _, line := range []string{"server true", "created 201 java-hb source", "status RUNNING 1", "offsets 1",
-		"connectors java-hb,mm2-sh-to-sz,us-west-source", "expanded RUNNING", "plugins 2", "validate 1", "missing 404 Connector nope not found"} {
+		"connectors java-hb,mm2-sh-to-sz,us-west-source", "expanded RUNNING", "plugins 3", "validate 1", "missing 404 Connector nope not found"} {
 		if !strings.Contains(got, line+"\n") && !strings.HasSuffix(got, line) {
 			t.Errorf("the Java Connect client printed\n%s\nwithout %q", got, line)
 		}
@@ -202,6 +182,33 @@ func TestConnectREST(t *testing.T) {
 	if n := countOrZero(t, sz, remote); n != before {
 		t.Fatalf("a deleted connector copied: %d records on sz, had %d", n, before)
 	}
+}
+
+// connectWorker writes a Connect worker file for a kmirror connect on
+// target, listening on port, without REST auth.
+func connectWorker(t *testing.T, target *testkafka.Cluster, group, port string) string {
+	return writeFile(t, "worker-"+port+".properties", strings.Join([]string{
+		"bootstrap.servers=" + strings.Join(target.Bootstrap, ","),
+		"group.id=" + group,
+		"key.converter=org.apache.kafka.connect.converters.ByteArrayConverter",
+		"value.converter=org.apache.kafka.connect.converters.ByteArrayConverter",
+		"offset.storage.topic=" + group + "-offsets",
+		"offset.storage.replication.factor=1",
+		"config.storage.topic=" + group + "-configs",
+		"config.storage.replication.factor=1",
+		"status.storage.topic=" + group + "-status",
+		"status.storage.replication.factor=1",
+		"listeners=http://127.0.0.1:" + port,
+		"kmirror.rest.auth=none",
+	}, "\n")+"\n")
+}
+
+// startConnect runs kmirror connect with a worker file and waits for its
+// REST API on port.
+func startConnect(t *testing.T, file, port string) *proc {
+	p := startProc(t, "kmirror connect "+port, exec.Command(kmirrorBin(t), "connect", file))
+	waitFor(t, 30*time.Second, "the REST API on "+port, func() bool { code, _ := rest(t, "GET", port, "/", ""); return code == 200 })
+	return p
 }
 
 func freePort(t *testing.T) string {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -69,9 +70,10 @@ func TestTranslate(t *testing.T) {
 		name, conn string
 		props      map[string]string
 		pair       string
-		source     string // source bootstrap
-		target     string // target bootstrap
-		heartbeats bool
+		source     string      // source bootstrap
+		target     string      // target bootstrap
+		kind       runner.Kind // "": replication
+		check      func(t *testing.T, f *config.Flow)
 		warn       string // a warning names this
 		errKeys    []string
 	}{
@@ -79,12 +81,33 @@ func TestTranslate(t *testing.T) {
 		{name: "seed sh-sz", conn: "mm2-sh-to-sz", props: shsz, pair: "sh->sz", source: "sh-kafka1:9092", target: "sz-kafka1:9092"},
 		{name: "target bootstrap given", conn: "mm2-sh-to-sz", props: with(shsz, "target.cluster.bootstrap.servers", "sz2:9092"), pair: "sh->sz", source: "sh-kafka1:9092", target: "sz2:9092"},
 		{name: "simple class name", conn: "mm2-sh-to-sz", props: with(shsz, "connector.class", "MirrorSource"), pair: "sh->sz", source: "sh-kafka1:9092", target: "sz-kafka1:9092"},
-		{name: "heartbeat connector", conn: "hb", props: map[string]string{"connector.class": HeartbeatClass, "source.cluster.alias": "sh", "target.cluster.alias": "sz", "source.cluster.bootstrap.servers": "sh:9092"}, pair: "sh->sz", source: "sh:9092", target: "sz-kafka1:9092", heartbeats: true},
+		{name: "heartbeat connector", conn: "hb", props: map[string]string{"connector.class": HeartbeatClass, "source.cluster.alias": "sh", "target.cluster.alias": "sz", "source.cluster.bootstrap.servers": "sh:9092"}, pair: "sh->sz", source: "sh:9092", target: "sz-kafka1:9092", kind: runner.Heartbeats},
 		{name: "no aliases", conn: "x", props: with(shsz, "source.cluster.alias", "", "target.cluster.alias", ""), errKeys: []string{"source.cluster.alias", "target.cluster.alias"}},
 		{name: "same aliases", conn: "x", props: with(shsz, "target.cluster.alias", "sh"), errKeys: []string{"target.cluster.alias"}},
 		{name: "no source bootstrap", conn: "x", props: with(shsz, "source.cluster.bootstrap.servers", ""), errKeys: []string{"source.cluster.bootstrap.servers"}},
 		{name: "unknown class", conn: "x", props: with(shsz, "connector.class", "FileStreamSource"), errKeys: []string{"connector.class"}},
-		{name: "checkpoint connector", conn: "x", props: with(shsz, "connector.class", CheckpointClass), errKeys: []string{"connector.class"}},
+		{name: "checkpoint connector", conn: "cp", props: map[string]string{"connector.class": CheckpointClass, "source.cluster.alias": "sh", "target.cluster.alias": "sz",
+			"source.cluster.bootstrap.servers": "sh:9092", "target.cluster.bootstrap.servers": "sz:9092", "groups": "orders-.*", "groups.exclude": "orders-test",
+			"emit.checkpoints.interval.seconds": "5", "sync.group.offsets.enabled": "true", "sync.group.offsets.interval.seconds": "7",
+			"refresh.groups.interval.seconds": "9", "checkpoints.topic.replication.factor": "1"},
+			pair: "sh->sz", source: "sh:9092", target: "sz:9092", kind: runner.Checkpoints, check: func(t *testing.T, f *config.Flow) {
+				if !f.EmitCheckpointsEnabled || f.EmitHeartbeatsEnabled || !f.SyncGroupOffsetsEnabled {
+					t.Errorf("checkpoints %v heartbeats %v group sync %v, want true false true", f.EmitCheckpointsEnabled, f.EmitHeartbeatsEnabled, f.SyncGroupOffsetsEnabled)
+				}
+				if f.EmitCheckpointsInterval != 5*time.Second || f.SyncGroupOffsetsInterval != 7*time.Second || f.RefreshGroupsInterval != 9*time.Second || f.CheckpointsTopicReplicationFactor != 1 {
+					t.Errorf("intervals %v %v %v, replication factor %d", f.EmitCheckpointsInterval, f.SyncGroupOffsetsInterval, f.RefreshGroupsInterval, f.CheckpointsTopicReplicationFactor)
+				}
+				if !f.GroupFilter.Match("orders-eu") || f.GroupFilter.Match("orders-test") || f.GroupFilter.Match("billing") {
+					t.Error("groups and groups.exclude not applied")
+				}
+			}},
+		{name: "checkpoint simple name", conn: "cp", props: with(shsz, "connector.class", "MirrorCheckpoint"), pair: "sh->sz", source: "sh-kafka1:9092", target: "sz-kafka1:9092", kind: runner.Checkpoints,
+			check: func(t *testing.T, f *config.Flow) {
+				if !f.EmitCheckpointsEnabled || f.EmitHeartbeatsEnabled || f.SyncGroupOffsetsEnabled {
+					t.Errorf("checkpoints %v heartbeats %v group sync %v, want MM2's defaults true false false", f.EmitCheckpointsEnabled, f.EmitHeartbeatsEnabled, f.SyncGroupOffsetsEnabled)
+				}
+			}},
+		{name: "checkpoint bad interval", conn: "x", props: with(shsz, "connector.class", CheckpointClass, "emit.checkpoints.interval.seconds", "soon"), errKeys: []string{"emit.checkpoints.interval.seconds"}},
 		{name: "name differs", conn: "other", props: with(shsz, "name", "mm2-sh-to-sz"), errKeys: []string{"name"}},
 		{name: "unknown key warns", conn: "mm2-sh-to-sz", props: with(shsz, "topicz", "a"), pair: "sh->sz", source: "sh-kafka1:9092", target: "sz-kafka1:9092", warn: "topicz"},
 		{name: "bad number", conn: "x", props: with(shsz, "replication.factor", "three"), errKeys: []string{"replication.factor"}},
@@ -115,8 +138,12 @@ func TestTranslate(t *testing.T) {
 			if tc.warn != "" && !strings.Contains(strings.Join(spec.Warnings, "\n"), tc.warn) {
 				t.Errorf("warnings %q lack %s", spec.Warnings, tc.warn)
 			}
-			if f.Name() != tc.pair || spec.Heartbeats != tc.heartbeats {
-				t.Fatalf("flow %s heartbeats %v, want %s %v", f.Name(), spec.Heartbeats, tc.pair, tc.heartbeats)
+			want := tc.kind
+			if want == "" {
+				want = runner.Replication
+			}
+			if f.Name() != tc.pair || spec.Kind() != want {
+				t.Fatalf("flow %s kind %v, want %s %v", f.Name(), spec.Kind(), tc.pair, want)
 			}
 			if got := f.SourceConsumer["bootstrap.servers"]; got != tc.source {
 				t.Errorf("source bootstrap %q, want %q", got, tc.source)
@@ -124,11 +151,14 @@ func TestTranslate(t *testing.T) {
 			if got := f.TargetProducer["bootstrap.servers"]; got != tc.target {
 				t.Errorf("target bootstrap %q, want %q", got, tc.target)
 			}
-			if !tc.heartbeats {
+			if tc.check != nil {
+				tc.check(t, f)
+			}
+			if want != runner.Heartbeats {
 				if f.Workers != config.Group || f.WorkersGroupID != "kmirror-connect-mm2-cluster-"+tc.conn {
 					t.Errorf("workers %v group %q", f.Workers, f.WorkersGroupID)
 				}
-				if f.EmitCheckpointsEnabled || f.EmitHeartbeatsEnabled {
+				if want == runner.Replication && (f.EmitCheckpointsEnabled || f.EmitHeartbeatsEnabled) {
 					t.Errorf("a source connector's flow emits checkpoints %v heartbeats %v", f.EmitCheckpointsEnabled, f.EmitHeartbeatsEnabled)
 				}
 			}
@@ -191,13 +221,18 @@ func TestEscape(t *testing.T) {
 type fakeFlows struct {
 	mu    sync.Mutex
 	flows map[string]string // name -> runner state
+	kinds map[string]runner.Kind
 	fail  map[string]string
 }
 
-func (f *fakeFlows) Add(name string, _ *config.Flow, _ bool) error {
+func (f *fakeFlows) Add(name string, _ *config.Flow, kind runner.Kind) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.flows[name] = "running"
+	if f.kinds == nil {
+		f.kinds = map[string]runner.Kind{}
+	}
+	f.kinds[name] = kind
 	return nil
 }
 func (f *fakeFlows) Remove(name string) error {
@@ -299,7 +334,15 @@ func TestAPI(t *testing.T) {
 		{"DELETE", "/connectors/us-west-source", "", 204, nil},
 		{"GET", "/connectors/us-west-source", "", 404, []string{"not found"}},
 		{"GET", "/connectors", "", 200, []string{`["mm2-sh-to-sz"]`}},
-		{"GET", "/connector-plugins", "", 200, []string{`{"class":"org.apache.kafka.connect.mirror.MirrorSourceConnector","type":"source"`}},
+		{"PUT", "/connectors/cp/config", `{"connector.class":"MirrorCheckpointConnector","source.cluster.alias":"sh","target.cluster.alias":"sz","source.cluster.bootstrap.servers":"sh-kafka1:9092","groups":".*","sync.group.offsets.enabled":"true"}`, 201, []string{`"name":"cp"`, `"type":"source"`}},
+		{"GET", "/connectors/cp/status", "", 200, []string{`"connector":{"state":"RUNNING"`}},
+		{"GET", "/connectors/cp/offsets", "", 200, []string{`{"offsets":[]}`}},
+		{"PUT", "/connectors/cp/stop", "", 204, nil},
+		{"PATCH", "/connectors/cp/offsets", `{"offsets":[{"partition":{"cluster":"sh","topic":"t","partition":0},"offset":{"offset":5}}]}`, 400, []string{"MirrorCheckpointConnector keeps no offsets"}},
+		{"PUT", "/connectors/cp/resume", "", 202, nil},
+		{"GET", "/connector-plugins", "", 200, []string{`{"class":"org.apache.kafka.connect.mirror.MirrorSourceConnector","type":"source"`, `{"class":"org.apache.kafka.connect.mirror.MirrorCheckpointConnector","type":"source"`}},
+		{"PUT", "/connector-plugins/MirrorCheckpointConnector/config/validate", `{"connector.class":"MirrorCheckpointConnector","source.cluster.alias":"a","target.cluster.alias":"b","source.cluster.bootstrap.servers":"a:9092"}`, 200,
+			[]string{`"name":"org.apache.kafka.connect.mirror.MirrorCheckpointConnector"`, `"error_count":0`}},
 		{"PUT", "/connector-plugins/MirrorSourceConnector/config/validate", `{"connector.class":"MirrorSourceConnector","source.cluster.alias":"a","source.cluster.sasl.jaas.config":"s3cr3t"}`, 200,
 			[]string{`"name":"org.apache.kafka.connect.mirror.MirrorSourceConnector"`, `"error_count":2`, `"value":"[hidden]"`, `"errors":["missing"]`}},
 		{"PUT", "/connector-plugins/FileStreamSource/config/validate", `{}`, 404, []string{`"error_code":404`}},
@@ -332,9 +375,13 @@ func TestAPI(t *testing.T) {
 	ff.mu.Lock()
 	_, running := ff.flows["mm2-sh-to-sz"]
 	_, deleted := ff.flows["us-west-source"]
+	kinds := map[string]runner.Kind{"mm2-sh-to-sz": ff.kinds["mm2-sh-to-sz"], "cp": ff.kinds["cp"]}
 	ff.mu.Unlock()
 	if !running || deleted {
 		t.Errorf("flows %v: want mm2-sh-to-sz running and us-west-source removed", ff.flows)
+	}
+	if kinds["mm2-sh-to-sz"] != runner.Replication || kinds["cp"] != runner.Checkpoints {
+		t.Errorf("kinds %v: want mm2-sh-to-sz replication and cp checkpoints", kinds)
 	}
 }
 

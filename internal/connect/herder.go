@@ -16,7 +16,7 @@ import (
 // Flows is what the herder starts and stops flows with; *runner.Runner
 // implements it.
 type Flows interface {
-	Add(name string, fc *config.Flow, heartbeats bool) error
+	Add(name string, fc *config.Flow, kind runner.Kind) error
 	Remove(name string) error
 	Pause(name string) error
 	Resume(name string) error
@@ -97,7 +97,7 @@ func (h *Herder) reconcile() {
 			for _, w := range spec.Warnings {
 				h.log.Warn(w, "connector", c.Name)
 			}
-			if err := h.flows.Add(c.Name, spec.Flow, spec.Heartbeats); err != nil {
+			if err := h.flows.Add(c.Name, spec.Flow, spec.Kind()); err != nil {
 				h.log.Warn("starting connector", "connector", c.Name, "err", err)
 				continue
 			}

@@ -508,8 +508,8 @@ func (a *API) alterOffsets(w http.ResponseWriter, r *http.Request, c Connector) 
 		if !readJSON(w, r, &body) {
 			return
 		}
-		if spec.Heartbeats {
-			fail(w, http.StatusBadRequest, "MirrorHeartbeatConnector keeps no offsets kmirror can alter")
+		if spec.Heartbeats || spec.Checkpoints {
+			fail(w, http.StatusBadRequest, spec.Class[strings.LastIndex(spec.Class, ".")+1:]+" keeps no offsets kmirror can alter")
 			return
 		}
 		for i, o := range body.Offsets {
@@ -571,12 +571,12 @@ type plugin struct {
 }
 
 func (a *API) plugins(w http.ResponseWriter, _ *http.Request) {
-	reply(w, http.StatusOK, []plugin{{SourceClass, "source", version.Version}, {HeartbeatClass, "source", version.Version}})
+	reply(w, http.StatusOK, []plugin{{CheckpointClass, "source", version.Version}, {HeartbeatClass, "source", version.Version}, {SourceClass, "source", version.Version}})
 }
 
 func pluginClass(w http.ResponseWriter, r *http.Request) (string, bool) {
 	class, ok := classOf(r.PathValue("class"))
-	if !ok || class == CheckpointClass {
+	if !ok {
 		fail(w, http.StatusNotFound, "Unknown connector plugin "+r.PathValue("class"))
 		return "", false
 	}

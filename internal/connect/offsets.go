@@ -25,7 +25,7 @@ type Offset struct {
 // readOffsets returns the progress a source connector's flow saved.
 func readOffsets(ctx context.Context, spec *Spec, log *slog.Logger) ([]Offset, error) {
 	out := []Offset{}
-	if spec.Heartbeats {
+	if spec.Heartbeats || spec.Checkpoints {
 		return out, nil
 	}
 	f := spec.Flow

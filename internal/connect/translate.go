@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/runner"
 )
 
 // The connector classes kmirror runs, by their full names.
@@ -45,10 +46,22 @@ func connectKey(k string) bool {
 
 // Spec is a connector config translated to a kmirror flow.
 type Spec struct {
-	Class      string
-	Flow       *config.Flow
-	Heartbeats bool // the flow only emits heartbeats (MirrorHeartbeatConnector)
-	Warnings   []string
+	Class       string
+	Flow        *config.Flow
+	Heartbeats  bool // the flow only emits heartbeats (MirrorHeartbeatConnector)
+	Checkpoints bool // the flow only emits checkpoints (MirrorCheckpointConnector)
+	Warnings    []string
+}
+
+// Kind is what the runner runs for the spec.
+func (s *Spec) Kind() runner.Kind {
+	switch {
+	case s.Heartbeats:
+		return runner.Heartbeats
+	case s.Checkpoints:
+		return runner.Checkpoints
+	}
+	return runner.Replication
 }
 
 // FieldError is a problem with one key of a connector config.
@@ -76,7 +89,8 @@ func (es Errors) Error() string {
 // MM2 file. target.cluster.bootstrap.servers defaults to the worker's
 // cluster (w.Client), as a Connect worker usually sits at the target. A
 // source connector runs the flow in kmirror's group mode, so every worker
-// takes a share of the partitions. Errors are Errors, without values.
+// takes a share of the partitions; of a checkpoint connector's workers,
+// one leads and runs the checkpoints. Errors are Errors, without values.
 func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 	var errs Errors
 	class, ok := classOf(props["connector.class"])
@@ -84,9 +98,7 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 	case props["connector.class"] == "":
 		errs = append(errs, &FieldError{"connector.class", "missing"})
 	case !ok:
-		errs = append(errs, &FieldError{"connector.class", fmt.Sprintf("%q is not a connector kmirror runs (MirrorSourceConnector, MirrorHeartbeatConnector)", props["connector.class"])})
-	case class == CheckpointClass:
-		errs = append(errs, &FieldError{"connector.class", "MirrorCheckpointConnector is not supported yet: set emit.checkpoints.enabled = true (and sync.group.offsets.enabled) in the MirrorSourceConnector's config, whose kmirror flow then emits the checkpoints"})
+		errs = append(errs, &FieldError{"connector.class", fmt.Sprintf("%q is not a connector kmirror runs (MirrorSourceConnector, MirrorCheckpointConnector, MirrorHeartbeatConnector)", props["connector.class"])})
 	}
 	if n, ok := props["name"]; ok && n != name {
 		errs = append(errs, &FieldError{"name", fmt.Sprintf("%q differs from the connector's name %q", n, name)})
@@ -150,9 +162,18 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 			b.put(pair+"."+k, v)
 		}
 	}
-	if class == HeartbeatClass {
+	switch class {
+	case HeartbeatClass:
 		b.put(pair+".enabled", "false")
-	} else {
+	case CheckpointClass:
+		// The flow only runs its checkpoint task (flow.RunCheckpointsOnly);
+		// emit.checkpoints.enabled keeps MM2's default, true.
+		// In group mode one worker of the connector's group runs it.
+		b.put(pair+".enabled", "true")
+		def("emit.heartbeats.enabled", "false")
+		def(config.WorkersKey, "group")
+		def(config.WorkersGroupIDKey, "kmirror-connect-"+w.GroupID+"-"+name)
+	default:
 		b.put(pair+".enabled", "true")
 		// In Connect, checkpoints and heartbeats are the other two
 		// connectors' work.
@@ -180,7 +201,7 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 		sortErrors(out)
 		return nil, out
 	}
-	spec := &Spec{Class: class, Heartbeats: class == HeartbeatClass, Warnings: cfg.Warnings}
+	spec := &Spec{Class: class, Heartbeats: class == HeartbeatClass, Checkpoints: class == CheckpointClass, Warnings: cfg.Warnings}
 	if spec.Heartbeats {
 		spec.Flow, err = cfg.Pair(src, tgt)
 		if err != nil {

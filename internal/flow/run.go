@@ -92,7 +92,7 @@ func (r *running) run(ctx context.Context) error {
 	switch {
 	case cp != nil && r.group != "":
 		side.Add(1)
-		go func() { defer side.Done(); r.leadCheckpoints(loops, stop, sideErr) }()
+		go func() { defer side.Done(); f.leadCheckpoints(loops, r.hooks.leads, stop, sideErr) }()
 	case cp != nil:
 		side.Add(1)
 		go func() {
@@ -203,9 +203,9 @@ func periodic(ctx context.Context, d, check time.Duration, lead func() bool, fn 
 }
 
 // leadCheckpoints runs the checkpoint task, in group mode, only while this
-// worker leads the flow (groupHooks.leads), checking every few seconds: one
-// worker translates and syncs group offsets, not all of them at once.
-func (r *running) leadCheckpoints(ctx context.Context, stopFlow func(), errs chan<- error) {
+// worker leads the flow (leads), checking every few seconds: one worker
+// translates and syncs group offsets, not all of them at once.
+func (f *Flow) leadCheckpoints(ctx context.Context, leads func() bool, stopFlow func(), errs chan<- error) {
 	var cancel context.CancelFunc
 	var done chan error
 	halt := func() {
@@ -223,33 +223,33 @@ func (r *running) leadCheckpoints(ctx context.Context, stopFlow func(), errs cha
 				cancel()
 				cancel = nil
 				if err != nil && ctx.Err() == nil {
-					errs <- fmt.Errorf("flow %s: checkpoints: %w", r.c.Name(), err)
+					errs <- fmt.Errorf("flow %s: checkpoints: %w", f.cfg.Name(), err)
 					stopFlow()
 				}
 				return
 			default:
 			}
 		}
-		switch lead := r.hooks.leads(); {
+		switch lead := leads(); {
 		case lead && cancel == nil:
-			cp, err := checkpoint.New(checkpoint.Config{Flow: r.c, Metrics: r.f.m, Log: r.f.log})
+			cp, err := checkpoint.New(checkpoint.Config{Flow: f.cfg, Metrics: f.m, Log: f.log})
 			if err != nil {
-				errs <- fmt.Errorf("flow %s: %w", r.c.Name(), err)
+				errs <- fmt.Errorf("flow %s: %w", f.cfg.Name(), err)
 				stopFlow()
 				return
 			}
-			r.f.log.Info("this worker leads the flow: it runs the checkpoints")
+			f.log.Info("this worker leads the flow: it runs the checkpoints")
 			var cctx context.Context
 			cctx, cancel = context.WithCancel(ctx)
 			done = make(chan error, 1)
 			go func() { done <- cp.Run(cctx) }()
 		case !lead && cancel != nil:
-			r.f.log.Info("another worker leads the flow now: checkpoints stop here")
+			f.log.Info("another worker leads the flow now: checkpoints stop here")
 			halt()
 		}
 	}
 	check()
-	r.f.every(ctx, leadCheck, check)
+	f.every(ctx, leadCheck, check)
 }
 
 // checkTopicID notices a source topic that was deleted and re-created under

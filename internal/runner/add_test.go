@@ -30,7 +30,7 @@ func TestAddRemove(t *testing.T) {
 	bad := parse(t, flowConfig(src+"x", dst, a, b, topic, "replication.factor = 3\noffset.storage.replication.factor = 3")).Flows[0]
 
 	r := New("", &config.Config{}, nil, metrics.New(), quiet)
-	if err := r.Add("early", good, false); !errors.Is(err, ErrNotRunning) {
+	if err := r.Add("early", good, Replication); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Add before Run = %v, want ErrNotRunning", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -42,8 +42,8 @@ func TestAddRemove(t *testing.T) {
 			t.Errorf("Run = %v", err)
 		}
 	}()
-	waitFor(t, "Run to start", func() bool { return r.Add("conn-good", good, false) == nil })
-	if err := r.Add("conn-bad", bad, false); err != nil {
+	waitFor(t, "Run to start", func() bool { return r.Add("conn-good", good, Replication) == nil })
+	if err := r.Add("conn-bad", bad, Replication); err != nil {
 		t.Fatal(err)
 	}
 	state := func(name string) string {

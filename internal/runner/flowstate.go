@@ -30,7 +30,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			if s == f.State {
 				v = 1
 			}
-			ch <- prometheus.MustNewConstMetric(flowStateDesc, prometheus.GaugeValue, v, src, dst, f.Kind, s)
+			ch <- prometheus.MustNewConstMetric(flowStateDesc, prometheus.GaugeValue, v, src, dst, string(f.Kind), s)
 		}
 	}
 }

@@ -14,8 +14,8 @@ import (
 func TestFlowStateMetric(t *testing.T) {
 	m := metrics.New()
 	r := New("x.properties", nil, nil, m, quiet)
-	r.flows["A->B"] = &managed{name: "A->B", heartbeats: true, state: "failed"}
-	r.flows["B->A"] = &managed{name: "B->A", heartbeats: true, state: "running"}
+	r.flows["A->B"] = &managed{name: "A->B", kind: Heartbeats, state: "failed"}
+	r.flows["B->A"] = &managed{name: "B->A", kind: Heartbeats, state: "running"}
 	want := `
 # HELP kmirror_flow_state 1 for the flow's current state (starting, running, paused, stopped, failed), 0 for the others.
 # TYPE kmirror_flow_state gauge

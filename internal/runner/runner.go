@@ -37,15 +37,27 @@ type Runner struct {
 	flows map[string]*managed
 }
 
+// Kind is what a flow runs.
+type Kind string
+
+// The kinds of flow: a whole flow, a pair that only emits heartbeats
+// (MM2's heartbeat-only herders, MirrorHeartbeatConnector) and a pair that
+// only emits checkpoints and syncs group offsets (MirrorCheckpointConnector).
+const (
+	Replication Kind = "replication"
+	Heartbeats  Kind = "heartbeats"
+	Checkpoints Kind = "checkpoints"
+)
+
 // managed is one running flow.
 type managed struct {
-	name       string
-	heartbeats bool // a pair that only emits heartbeats
-	eos        bool
-	added      *config.Flow // set for a flow Add started: not from the file
-	f          *flow.Flow
-	cancel     context.CancelFunc
-	done       chan struct{}
+	name   string
+	kind   Kind
+	eos    bool
+	added  *config.Flow // set for a flow Add started: not from the file
+	f      *flow.Flow
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	mu      sync.Mutex
 	state   string // starting, running, stopped, failed
@@ -129,17 +141,17 @@ func (r *Runner) startAll() {
 	flows := selected(r.cfg, r.only)
 	origin := flow.OriginHeaderFlows(r.cfg, flows)
 	for _, fc := range flows {
-		r.start(fc.Name(), fc, false, false, flow.Options{AddOrigin: origin[fc.Name()]})
+		r.start(fc.Name(), fc, Replication, false, flow.Options{AddOrigin: origin[fc.Name()]})
 	}
 	for _, fc := range heartbeatPairs(r.cfg, r.only, r.log) {
-		r.start(fc.Name(), fc, true, false, flow.Options{})
+		r.start(fc.Name(), fc, Heartbeats, false, flow.Options{})
 	}
 }
 
 // start runs one flow under name; r.mu is held.
-func (r *Runner) start(name string, fc *config.Flow, heartbeats, added bool, opts flow.Options) {
+func (r *Runner) start(name string, fc *config.Flow, kind Kind, added bool, opts flow.Options) {
 	ctx, cancel := context.WithCancel(r.ctx)
-	mf := &managed{name: name, heartbeats: heartbeats, eos: fc.ExactlyOnce, f: flow.New(fc, opts, r.m, r.log),
+	mf := &managed{name: name, kind: kind, eos: fc.ExactlyOnce, f: flow.New(fc, opts, r.m, r.log),
 		cancel: cancel, done: make(chan struct{}), state: "running", started: time.Now()}
 	if added {
 		mf.added = fc
@@ -148,9 +160,12 @@ func (r *Runner) start(name string, fc *config.Flow, heartbeats, added bool, opt
 	go func() {
 		defer close(mf.done)
 		var err error
-		if heartbeats {
+		switch kind {
+		case Heartbeats:
 			err = mf.f.RunHeartbeatsOnly(ctx)
-		} else {
+		case Checkpoints:
+			err = mf.f.RunCheckpointsOnly(ctx)
+		default:
 			err = mf.f.Run(ctx)
 		}
 		mf.mu.Lock()
@@ -198,19 +213,19 @@ func (r *Runner) Restart(name string) error {
 	<-mf.done
 	if mf.added != nil {
 		r.log.Info("restarting flow", "flow", name)
-		r.start(name, mf.added, mf.heartbeats, true, flow.Options{})
+		r.start(name, mf.added, mf.kind, true, flow.Options{})
 		return nil
 	}
-	fc, err := r.flowConfig(name, mf.heartbeats)
+	fc, err := r.flowConfig(name, mf.kind == Heartbeats)
 	if err != nil {
 		return err
 	}
 	opts := flow.Options{}
-	if !mf.heartbeats {
+	if mf.kind == Replication {
 		opts.AddOrigin = flow.OriginHeaderFlows(r.cfg, []*config.Flow{fc})[name]
 	}
 	r.log.Info("restarting flow", "flow", name)
-	r.start(name, fc, mf.heartbeats, false, opts)
+	r.start(name, fc, mf.kind, false, opts)
 	return nil
 }
 
@@ -240,7 +255,7 @@ func (r *Runner) each(name string, fn func(*flow.Flow) bool) error {
 	r.mu.Lock()
 	mf, ok := r.flows[name]
 	r.mu.Unlock()
-	if !ok || mf.heartbeats {
+	if !ok || mf.kind != Replication {
 		return fmt.Errorf("%w %q", ErrUnknownFlow, name)
 	}
 	if !fn(mf.f) {
@@ -272,11 +287,12 @@ func (r *Runner) Reload() error {
 var ErrNotRunning = errors.New("the runner is not running")
 
 // Add starts fc under name, beside the flows of the file, or replaces the
-// flow of that name; heartbeats runs the pair for heartbeats only. Such a
+// flow of that name; kind says whether the whole flow runs or the pair's
+// heartbeats or checkpoints only. Such a
 // flow is not stopped by Reload, and when it fails it shows as failed in
 // Status instead of stopping Run. Internal/connect adds the connectors'
 // flows this way.
-func (r *Runner) Add(name string, fc *config.Flow, heartbeats bool) error {
+func (r *Runner) Add(name string, fc *config.Flow, kind Kind) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ctx == nil {
@@ -286,8 +302,8 @@ func (r *Runner) Add(name string, fc *config.Flow, heartbeats bool) error {
 		old.cancel()
 		<-old.done
 	}
-	r.log.Info("starting flow", "flow", name, "pair", fc.Name())
-	r.start(name, fc, heartbeats, true, flow.Options{})
+	r.log.Info("starting flow", "flow", name, "pair", fc.Name(), "kind", kind)
+	r.start(name, fc, kind, true, flow.Options{})
 	return nil
 }
 
@@ -309,7 +325,7 @@ func (r *Runner) Remove(name string) error {
 // FlowStatus is the state of one flow.
 type FlowStatus struct {
 	Name        string                     `json:"name"`
-	Kind        string                     `json:"kind"`           // replication or heartbeats
+	Kind        Kind                       `json:"kind"`           // replication, heartbeats or checkpoints
 	Pair        string                     `json:"pair,omitempty"` // SOURCE->TARGET of a flow Add started under another name
 	State       string                     `json:"state"`
 	ExactlyOnce bool                       `json:"exactly_once,omitempty"`
@@ -329,7 +345,7 @@ func (r *Runner) Status() []FlowStatus {
 	out := make([]FlowStatus, 0, len(flows))
 	for _, mf := range flows {
 		mf.mu.Lock()
-		st := FlowStatus{Name: mf.name, Kind: "replication", State: mf.state, ExactlyOnce: mf.eos, Since: mf.started}
+		st := FlowStatus{Name: mf.name, Kind: mf.kind, State: mf.state, ExactlyOnce: mf.eos, Since: mf.started}
 		if mf.err != nil {
 			st.Error = mf.err.Error()
 		}
@@ -337,9 +353,7 @@ func (r *Runner) Status() []FlowStatus {
 			st.Pair = mf.added.Name()
 		}
 		mf.mu.Unlock()
-		if mf.heartbeats {
-			st.Kind = "heartbeats"
-		} else {
+		if mf.kind == Replication {
 			st.Partitions = mf.f.Partitions()
 			if st.State == "running" && st.Partitions == nil {
 				st.State = "starting"
