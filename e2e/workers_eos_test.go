@@ -1,16 +1,10 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/testkafka"
 )
@@ -27,21 +21,7 @@ func TestWorkersExactlyOnce(t *testing.T) {
 	topic := testkafka.Topic(t, "eosworkers")
 	a.CreateTopic(t, topic, 6, nil)
 
-	pctx, stopProducing := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		cl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
-		for i := 0; pctx.Err() == nil; i++ {
-			cl.Produce(pctx, &kgo.Record{Topic: topic, Partition: int32(i % 6), Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprint("v", i))}, nil)
-			if i%100 == 99 {
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-		cl.Flush(context.Background())
-	}()
-	defer stopProducing()
+	stopProducing := produceSteadily(t, a, topic, 6)
 
 	src, dst := alias(t, "src"), alias(t, "dst")
 	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
@@ -102,7 +82,6 @@ func TestWorkersExactlyOnce(t *testing.T) {
 	w2.stop()
 	time.Sleep(2 * time.Second)
 	stopProducing()
-	wg.Wait()
 	want := a.ReadAll(t, topic)
 	waitFor(t, 90*time.Second, "worker 3 to copy everything", func() bool { return hasAllKeys(t, b, remote, want) })
 	w3.stop()

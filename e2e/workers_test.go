@@ -29,20 +29,7 @@ func workersTakeOver(t *testing.T, extra ...string) {
 	topic := testkafka.Topic(t, "workers")
 	a.CreateTopic(t, topic, 6, nil)
 
-	pctx, stopProducing := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		cl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
-		for i := 0; pctx.Err() == nil; i++ {
-			cl.Produce(pctx, &kgo.Record{Topic: topic, Partition: int32(i % 6), Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprint("v", i))}, nil)
-			if i%100 == 99 {
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-		cl.Flush(context.Background())
-	}()
+	stopProducing := produceSteadily(t, a, topic, 6)
 
 	src, dst := alias(t, "src"), alias(t, "dst")
 	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append([]string{
@@ -64,7 +51,6 @@ func workersTakeOver(t *testing.T, extra ...string) {
 	w1.kill()
 	time.Sleep(3 * time.Second)
 	stopProducing()
-	wg.Wait()
 
 	want := a.ReadAll(t, topic)
 	waitFor(t, 90*time.Second, "worker 2 to copy everything", func() bool { return hasAllKeys(t, b, remote, want) })
@@ -113,4 +99,28 @@ func workersTakeOver(t *testing.T, extra ...string) {
 	if owns(w2) <= before {
 		t.Errorf("worker 2 never took over worker 1's partitions: %d assignments before the kill, %d after", before, owns(w2))
 	}
+}
+
+// produceSteadily writes keyed records ("0", "1", ... with values "v0",
+// "v1", ...) round robin over the partitions of topic on c, pausing 20 ms
+// every 100, until stop is called; stop waits until they are flushed. The
+// test's end stops it too.
+func produceSteadily(t *testing.T, c *testkafka.Cluster, topic string, partitions int) (stop func()) {
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: int32(i % partitions), Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprint("v", i))}, nil)
+			if i%100 == 99 {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		cl.Flush(context.Background())
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
