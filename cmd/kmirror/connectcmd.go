@@ -5,12 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/internal/clients"
@@ -66,9 +64,7 @@ func connectCmd(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	m := metrics.New()
 	if *metricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-		srv, _, err := rest.Serve(rest.Listen{Name: "metrics", Addr: *metricsAddr}, mux, log)
+		srv, err := serveMetrics(*metricsAddr, m, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "kmirror connect:", err)
 			return 1

@@ -68,14 +68,11 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	m := metrics.New()
 	if *metricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-		srv, addr, err := rest.Serve(rest.Listen{Name: "metrics", Addr: *metricsAddr}, mux, log)
+		srv, err := serveMetrics(*metricsAddr, m, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "kmirror run:", err)
 			return 1
 		}
-		log.Info("metrics listening", "addr", addr.String())
 		defer srv.Close()
 	}
 
@@ -181,4 +178,16 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, o)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// serveMetrics serves m's Prometheus metrics at http://addr/metrics.
+func serveMetrics(addr string, m *metrics.Metrics, log *slog.Logger) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	srv, a, err := rest.Serve(rest.Listen{Name: "metrics", Addr: addr}, mux, log)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("metrics listening", "addr", a.String())
+	return srv, nil
 }
