@@ -89,8 +89,10 @@ func TestConnectCheckpoints(t *testing.T) {
 		return out
 	}
 	var got map[int32][2]int64
+	var status string // the second worker's last answer on the connector
 	defer func() {
 		if t.Failed() {
+			t.Logf("second worker's status: %s", status)
 			t.Logf("last checkpoints of %s (partition: upstream, downstream): %v, want %v -> %v", group, got, commits, want)
 		}
 	}()
@@ -109,9 +111,13 @@ func TestConnectCheckpoints(t *testing.T) {
 	// A second worker joins; the first keeps leading, and a new commit is
 	// checkpointed once.
 	startConnect(t, connectWorker(t, b, workers, port2), port2)
-	if code, out := rest(t, "GET", port2, "/connectors/checkpoints/status", ""); code != 200 || !strings.Contains(out, `"state":"RUNNING"`) {
-		t.Errorf("checkpoint connector status: %d %s", code, out)
-	}
+	// The new worker reads the config topic after its REST API is up, so
+	// it reports UNASSIGNED until it has started the connector's flow.
+	waitFor(t, 30*time.Second, "the checkpoint connector RUNNING on the second worker", func() bool {
+		code, out := rest(t, "GET", port2, "/connectors/checkpoints/status", "")
+		status = fmt.Sprint(code, " ", out)
+		return code == 200 && strings.Contains(out, `"state":"RUNNING"`)
+	})
 	time.Sleep(3 * time.Second) // the second worker's flows join their groups
 	commitOnA(t, a, group, topic, map[int32]int64{0: 12, 1: 15})
 	waitFor(t, 30*time.Second, "the checkpoint of the new commit", func() bool { got = checkpoints(); return got[0][0] == 12 })
