@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -149,8 +150,12 @@ func (s *Store) apply(r *kgo.Record) {
 			break
 		}
 		var v connectorValue
-		if err := json.Unmarshal(r.Value, &v); err != nil || v.Properties == nil {
-			s.log.Warn("skipping a malformed record of the connect config topic", "topic", s.topic, "offset", r.Offset, "key", key)
+		err := json.Unmarshal(r.Value, &v)
+		if err == nil && v.Properties == nil {
+			err = errors.New(`no "properties" object`)
+		}
+		if err != nil {
+			s.malformed(r, err)
 			return
 		}
 		c := s.conns[name]
@@ -167,7 +172,7 @@ func (s *Store) apply(r *kgo.Record) {
 		}
 		var v stateValue
 		if err := json.Unmarshal(r.Value, &v); err != nil {
-			s.log.Warn("skipping a malformed record of the connect config topic", "topic", s.topic, "offset", r.Offset, "key", key)
+			s.malformed(r, err)
 			return
 		}
 		st := v.StateV2
@@ -175,6 +180,7 @@ func (s *Store) apply(r *kgo.Record) {
 			st = v.State
 		}
 		if st != Started && st != Paused && st != Stopped {
+			s.malformed(r, fmt.Errorf("state %q is none of %s, %s, %s", st, Started, Paused, Stopped))
 			return
 		}
 		c.State = st
@@ -182,6 +188,12 @@ func (s *Store) apply(r *kgo.Record) {
 		return // task-, commit-, session-key records of a Connect cluster
 	}
 	s.gen++
+}
+
+// malformed warns of a record apply skips: the connector keeps what the
+// records before it said.
+func (s *Store) malformed(r *kgo.Record, err error) {
+	s.log.Warn("skipping a malformed record of the connect config topic", "topic", s.topic, "partition", r.Partition, "offset", r.Offset, "key", string(r.Key), "err", err)
 }
 
 // Get returns connector name.
