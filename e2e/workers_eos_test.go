@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,7 +46,8 @@ func TestWorkersExactlyOnce(t *testing.T) {
 	// 1 -> 3 workers.
 	w1 := startKmirror(t, cfg)
 	waitFor(t, 60*time.Second, "worker 1 to copy records", func() bool { return copied() > 1000 })
-	w2, w3 := startKmirror(t, cfg), startKmirror(t, cfg)
+	metrics2 := freeAddr(t)
+	w2, w3 := startKmirror(t, "--metrics-addr", metrics2, cfg), startKmirror(t, cfg)
 	waitFor(t, 60*time.Second, "all three workers to own slots", func() bool { return owns(w2) > 0 && owns(w3) > 0 })
 	time.Sleep(2 * time.Second)
 	t.Logf("three workers: slots taken %d, %d, %d; target holds %d records", slotsOf(w1), slotsOf(w2), slotsOf(w3), copied())
@@ -76,6 +80,23 @@ func TestWorkersExactlyOnce(t *testing.T) {
 			break
 		}
 	}
+	// The fencing is counted.
+	fencedMetric := `kmirror_exactly_once_fenced_total{source="` + src + `",target="` + dst + `"} `
+	waitFor(t, 10*time.Second, "the resumed worker to count its fencing", func() bool {
+		resp, err := http.Get("http://" + metrics2 + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(l, fencedMetric); ok {
+				n, err := strconv.ParseFloat(v, 64)
+				return err == nil && n >= 1
+			}
+		}
+		return false
+	})
 	time.Sleep(3 * time.Second)
 
 	// 3 -> 1: the resumed worker leaves, worker 3 copies the rest alone.

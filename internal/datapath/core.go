@@ -69,8 +69,8 @@ type Parts interface {
 }
 
 // Release is the Revoke sequence: mark tps revoked, wait for their sends in
-// flight, save their final progress (with save), forget their offset
-// syncs and delete them. They are deleted even when waiting or saving
+// flight, save their final progress and publish their held-back offset
+// syncs (with save), forget their offset-sync state and delete them. They are deleted even when waiting or saving
 // fails, so that a later Assign starts them afresh from their saved
 // progress instead of finding them still held.
 func (c *Core) Release(ctx context.Context, ps Parts, tps []progress.TP, save bool) error {
@@ -88,10 +88,30 @@ func (c *Core) Release(ctx context.Context, ps Parts, tps []progress.TP, save bo
 			final[tp] = off
 		}
 	}
-	if save {
-		return c.Progress.Save(ctx, final)
+	if !save {
+		return nil
 	}
-	return nil
+	if err := c.Progress.Save(ctx, final); err != nil {
+		return err
+	}
+	// The offset syncs held back for the next save go out now: forgotten,
+	// the newest pairs would be lost, and the next owner's checkpoints
+	// would translate the offsets after the last published sync coarsely.
+	return c.publish(ctx, mine)
+}
+
+// publish flushes the offset syncs held back for tps.
+func (c *Core) publish(ctx context.Context, tps []progress.TP) error {
+	if c.Syncs == nil || len(tps) == 0 {
+		return nil
+	}
+	set := make(map[progress.TP]bool, len(tps))
+	for _, tp := range tps {
+		set[tp] = true
+	}
+	return c.Syncs.FlushOnly(ctx, func(topic string, partition int32) bool {
+		return set[progress.TP{Topic: topic, Partition: partition}]
+	})
 }
 
 // Forget drops the offset-sync state of tps.

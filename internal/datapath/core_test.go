@@ -3,6 +3,7 @@ package datapath
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"strings"
@@ -16,7 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/wire"
 )
 
 // newStore opens a progress store on a kfake cluster, with tp a:0 saved at
@@ -175,6 +178,47 @@ func (f *fakeParts) Delete(tps []progress.TP) {
 	}
 }
 
+// newSyncs returns an offset-sync writer on a kfake cluster and a function
+// listing what it published, in order, as topic:partition up->down.
+func newSyncs(t *testing.T) (*offsetsync.Writer, func() string) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "mm2-offset-syncs.B.internal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	w := offsetsync.New(cl, "mm2-offset-syncs.B.internal", 100, slog.New(slog.DiscardHandler), nil)
+	return w, func() string {
+		if err := cl.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("mm2-offset-syncs.B.internal"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		var out []string
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for ctx.Err() == nil {
+			rd.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				s, err := wire.DecodeOffsetSync(r.Key, r.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, fmt.Sprintf("%s:%d %d->%d", s.Topic, s.Partition, s.UpstreamOffset, s.DownstreamOffset))
+			})
+		}
+		return fmt.Sprint(out)
+	}
+}
+
 func TestRelease(t *testing.T) {
 	a0, a1, b0, gone := progress.TP{Topic: "a", Partition: 0}, progress.TP{Topic: "a", Partition: 1}, progress.TP{Topic: "b", Partition: 0}, progress.TP{Topic: "c", Partition: 0}
 	for _, tt := range []struct {
@@ -196,9 +240,25 @@ func TestRelease(t *testing.T) {
 				inflight: map[progress.TP]int{a0: 2},
 				revoked:  map[progress.TP]bool{},
 			}
-			c := &Core{Progress: store}
+			syncs, published := newSyncs(t)
+			// a0 was copied up to 10 (at 100..110): 10 waits for the next save.
+			for up := int64(0); up <= 10; up++ {
+				syncs.Acked("a", 0, up, 100+up)
+			}
+			syncs.Acked("b", 0, 5, 7)
+			syncs.Acked("b", 0, 6, 8)
+			c := &Core{Progress: store, Syncs: syncs}
 			if err := c.Release(context.Background(), f, []progress.TP{a0, a1, gone}, tt.save); err != nil {
 				t.Fatal(err)
+			}
+			// Saved, a0's newest pair is published for the next owner; b0
+			// stays (its pair waits for b0's own save).
+			wantSyncs := "[a:0 0->100 b:0 5->7]"
+			if tt.save {
+				wantSyncs = "[a:0 0->100 b:0 5->7 a:0 10->110]"
+			}
+			if got := published(); got != wantSyncs {
+				t.Errorf("offset syncs published: %s, want %s", got, wantSyncs)
 			}
 			if len(f.parts) != 1 || f.parts[b0] == nil || !f.revoked[a0] || !f.revoked[a1] {
 				t.Errorf("left %v, revoked %v", f.parts, f.revoked)

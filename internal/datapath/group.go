@@ -3,9 +3,12 @@ package datapath
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
 )
 
@@ -32,7 +35,30 @@ type Group struct {
 	// partition taken away.
 	Track func(m map[string][]int32, add bool)
 	Log   *slog.Logger
+	// Metrics and the aliases, if set, count failed fencing attempts.
+	Metrics                  *metrics.Metrics
+	SourceAlias, TargetAlias string
+
+	mu      sync.Mutex           // held by the callbacks and each retry of waiting
+	waiting map[progress.TP]wait // assigned, but their previous owners not fenced yet
+	retry   bool                 // the retry loop runs
 }
+
+// wait is a partition assigned to this worker whose previous owner could
+// not be fenced yet.
+type wait struct {
+	remote string
+	err    error
+	delay  time.Duration // the backoff before next
+	next   time.Time     // next attempt
+}
+
+// Backoff of the attempts to fence the previous owners of waiting
+// partitions.
+const (
+	fenceRetryMin = time.Second
+	fenceRetryMax = 30 * time.Second
+)
 
 // Options are the group consumer's callbacks.
 func (g *Group) Options() []kgo.Opt {
@@ -47,31 +73,48 @@ func (g *Group) Options() []kgo.Opt {
 // Fencer is an Engine whose writes are transactional (exactly-once): a
 // partition's previous owner must be fenced, so that nothing it still
 // sends can commit, before the partition's progress is read.
+// Fence returns the partitions whose previous owner it could not fence,
+// with the reason: they must not be copied until a later Fence succeeds.
 type Fencer interface {
-	Fence(ctx context.Context, tps []progress.TP) error
+	Fence(ctx context.Context, tps []progress.TP) map[progress.TP]error
 }
 
 // Assigned is kgo's OnPartitionsAssigned: the engine starts the newly
-// assigned partitions from their progress.
+// assigned partitions from their progress. With a Fencer, partitions whose
+// previous owner could not be fenced wait, shown in Waiting, and are
+// retried with backoff until it succeeds or the group takes them away.
 func (g *Group) Assigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.Track != nil {
+		g.Track(m, true)
+	}
+	tps := TPs(m)
+	if f, ok := g.Engine.(Fencer); ok {
+		failed := f.Fence(ctx, tps)
+		tps = g.holdLocked(ctx, tps, failed, fenceRetryMin)
+	}
+	g.startLocked(ctx, tps)
+}
+
+// startLocked reads the progress other workers saved and has the engine
+// start tps from it.
+func (g *Group) startLocked(ctx context.Context, tps []progress.TP) {
+	if len(tps) == 0 {
+		return
+	}
 	// Another worker may have saved progress for these partitions since
 	// this one last read it.
 	catchUp := g.Progress.CatchUp
-	if f, ok := g.Engine.(Fencer); ok {
-		if err := f.Fence(ctx, TPs(m)); err != nil {
-			g.Log.Error("fencing the previous owners of assigned partitions failed; those partitions are not replicated until the next rebalance", "err", err)
-		}
+	if _, ok := g.Engine.(Fencer); ok {
 		// Progress committed behind a transaction still open is read too.
 		catchUp = g.Progress.CatchUpStable
 	}
 	if err := catchUp(ctx); err != nil {
 		g.Log.Warn("reading the progress other workers saved failed; assigned partitions resume from older progress and copy some records again", "err", err)
 	}
-	if g.Track != nil {
-		g.Track(m, true)
-	}
 	var ps []Partition
-	for _, tp := range TPs(m) {
+	for _, tp := range tps {
 		remote := g.Remote(tp.Topic)
 		ps = append(ps, Partition{TP: tp, Remote: remote})
 		from := int64(-1)
@@ -87,10 +130,16 @@ func (g *Group) Assigned(ctx context.Context, _ *kgo.Client, m map[string][]int3
 // in flight of the partitions finish and their progress is saved before
 // another worker takes them.
 func (g *Group) Revoked(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.Track != nil {
 		g.Track(m, false)
 	}
 	tps := TPs(m)
+	for _, tp := range tps {
+		delete(g.waiting, tp)
+	}
+	g.exportLocked()
 	if len(tps) == 0 {
 		return
 	}

@@ -83,7 +83,8 @@ func (r *running) build(ctx context.Context) error {
 		r.group = c.WorkersGroupID
 	}
 	r.hooks = &groupHooks{remotes: make(map[string]string)}
-	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: startAtEnd, Log: f.log}
+	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: startAtEnd, Log: f.log,
+		Metrics: f.m, SourceAlias: c.Source, TargetAlias: c.Target}
 	slotCount := 0 // exactly-once with several workers: one transactional ID per slot
 	if r.group != "" && eos {
 		slotCount = c.Slots

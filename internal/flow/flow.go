@@ -129,18 +129,25 @@ type Flow struct {
 	mu     sync.Mutex
 	rep    datapath.Engine  // set once Run has assigned partitions
 	health *datapath.Health // with rep
+	group  *datapath.Group  // with rep, in group mode
 }
 
 // Partitions returns the state of the flow's partitions; nil before the
 // flow has started replicating.
 func (f *Flow) Partitions() []datapath.PartitionStatus {
 	f.mu.Lock()
-	rep, h := f.rep, f.health
+	rep, h, g := f.rep, f.health, f.group
 	f.mu.Unlock()
 	if rep == nil {
 		return nil
 	}
-	return h.Annotate(rep.Status())
+	st := h.Annotate(rep.Status())
+	if g != nil {
+		// Assigned, but not in the engine until their slot is taken.
+		st = append(st, g.Waiting()...)
+		datapath.SortStatus(st)
+	}
+	return st
 }
 
 // Pause stops fetching from the source until Resume; it reports whether
@@ -216,6 +223,9 @@ func (f *Flow) Run(ctx context.Context) error {
 	}
 	f.mu.Lock()
 	f.rep, f.health = r.rep, r.health
+	if r.group != "" {
+		f.group = r.hooks.adapter
+	}
 	f.mu.Unlock()
 	return r.run(ctx)
 }

@@ -36,6 +36,7 @@ type Metrics struct {
 	LastCheckpoints *Checkpoints
 
 	Health
+	ExactlyOnce
 }
 
 var partLabels = []string{"source", "target", "topic", "partition"}
@@ -94,6 +95,7 @@ func New() *Metrics {
 		m.RecordsLost, m.RecordsLooped, m.TopicsRecreated, m.PartitionErrors, m.OffsetSyncFailures, m.CorruptRecords,
 		m.CheckpointLatencyMs, m.GroupOffsetsSynced)
 	m.Health = newHealth(m.Registry)
+	m.ExactlyOnce = newExactlyOnce(m.Registry)
 	sampled := prometheus.NewRegistry()
 	sampled.MustRegister(m.RecordRate, m.ByteRate, m.ReplicationLatencyMs, m.RecordsLost, m.CheckpointLatencyMs)
 	m.Sampled = sampled

@@ -177,9 +177,19 @@ func (w *Writer) Acked(topic string, partition int32, up, down int64) {
 // Flush promotes every delayed sync to due, sends all due syncs and waits
 // until they are written. It is called whenever progress is saved, so the
 // latest position of a quiet partition is always published.
-func (w *Writer) Flush(ctx context.Context) error {
+func (w *Writer) Flush(ctx context.Context) error { return w.FlushOnly(ctx, nil) }
+
+// FlushOnly is Flush for the partitions that only reports true of (all
+// with nil); the other partitions' delayed syncs stay delayed. A partition
+// handed to another worker is flushed this way after its final progress
+// is saved: its newest pair is then published, and the next owner's
+// checkpoints translate offsets up to it exactly.
+func (w *Writer) FlushOnly(ctx context.Context, only func(topic string, partition int32) bool) error {
 	w.mu.Lock()
 	for k, s := range w.delayed {
+		if only != nil && !only(k.topic, k.partition) {
+			continue
+		}
 		if _, ok := w.pending[k]; !ok {
 			w.order = append(w.order, k)
 		}
@@ -187,8 +197,8 @@ func (w *Writer) Flush(ctx context.Context) error {
 		st := w.states[k]
 		st.lastSyncDown = s.DownstreamOffset
 		w.indexLocked(st, s, false)
+		delete(w.delayed, k)
 	}
-	clear(w.delayed)
 	w.mu.Unlock()
 	w.send()
 	if w.indexCl != nil && w.indexCl != w.cl {

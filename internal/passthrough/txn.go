@@ -189,6 +189,12 @@ func (pl *Pipeline) setFatal(err error) {
 	pl.mu.Lock()
 	if pl.txn.fatal == nil {
 		pl.txn.fatal = err
+		if errors.Is(err, errFenced) {
+			if m := pl.cfg.Metrics; m != nil {
+				m.Fenced.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias).Inc()
+			}
+			pl.cfg.Log.Error("exactly-once: this worker was fenced (another kmirror owns the transactional ID now); it writes nothing more", "transactional_id", pl.txn.id)
+		}
 		pl.cfg.Log.Error("exactly-once: stopping", "err", err)
 	}
 	pl.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -87,8 +88,9 @@ func TestFencedStops(t *testing.T) {
 	defer cancel()
 	srcCl, dst := twoPartitions(ctx, t, 200)
 	dstCl, store := openTarget(ctx, t, dst, 2)
+	m := metrics.New()
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: srcCl, SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
-		Progress: store, Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TransactionalID: "kmirror-fence"})
+		Progress: store, Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), TransactionalID: "kmirror-fence"})
 	pl.Assign([]datapath.Partition{{TP: progress.TP{Topic: "t", Partition: 0}, Remote: "A.t"}, {TP: progress.TP{Topic: "t", Partition: 1}, Remote: "A.t"}})
 	done := make(chan error, 1)
 	go func() { done <- pl.Run(ctx, 5*time.Second) }()
@@ -128,6 +130,9 @@ func TestFencedStops(t *testing.T) {
 	}
 	if err := pl.Commit(ctx); !errors.Is(err, errFenced) {
 		t.Errorf("Commit after fencing returned %v, want %v", err, errFenced)
+	}
+	if n := testutil.ToFloat64(m.Fenced.WithLabelValues("A", "B")); n != 1 {
+		t.Errorf("kmirror_exactly_once_fenced_total %v, want 1", n)
 	}
 	rd, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.ConsumeTopics("A.t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))

@@ -88,16 +88,21 @@ func (r *Replicator) slotOf(tp progress.TP) int {
 // each of their slots. Kafka then bumps the producer epoch of the slot's
 // transactional ID and aborts (or completes) the transaction the previous
 // owner left open, so nothing the previous owner still sends can commit.
-// Without slots (one worker), it does nothing.
-func (r *Replicator) Fence(ctx context.Context, tps []progress.TP) error {
+// Without slots (one worker), it does nothing. It returns the partitions
+// whose slot could not be taken, with the reason.
+func (r *Replicator) Fence(ctx context.Context, tps []progress.TP) map[progress.TP]error {
 	if !r.cfg.Transactional || r.cfg.SlotProducer == nil {
 		return nil
 	}
-	var errs []error
+	failed := make(map[progress.TP]error)
+	errs := make(map[int]error)
 	done := make(map[int]bool)
 	for _, tp := range tps {
 		s := r.slotOf(tp)
 		if done[s] {
+			if err := errs[s]; err != nil {
+				failed[tp] = err
+			}
 			continue
 		}
 		done[s] = true
@@ -115,7 +120,8 @@ func (r *Replicator) Fence(ctx context.Context, tps []progress.TP) error {
 			}
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("taking exactly-once slot %d: %w", s, err))
+			errs[s] = fmt.Errorf("taking exactly-once slot %d: %w", s, err)
+			failed[tp] = errs[s]
 			continue
 		}
 		r.mu.Lock()
@@ -126,7 +132,7 @@ func (r *Replicator) Fence(ctx context.Context, tps []progress.TP) error {
 		}
 		r.cfg.Log.Info("exactly-once: slot taken; its previous owner is fenced", "slot", s)
 	}
-	return errors.Join(errs...)
+	return failed
 }
 
 // beginFor opens p's transaction unless it is open. It reports false when
@@ -176,6 +182,9 @@ func (r *Replicator) fence(t *txn, err error) {
 		}
 	}
 	r.mu.Unlock()
+	if m := r.cfg.Metrics; m != nil {
+		m.Fenced.WithLabelValues(r.cfg.SourceAlias, r.cfg.TargetAlias).Inc()
+	}
 	r.cfg.Log.Error("exactly-once: this worker was fenced (another worker owns the transactional ID now); it writes nothing more for these partitions",
 		"slot", t.slot, "partitions", dropped, "err", err)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -39,6 +40,7 @@ func TestFencedSlot(t *testing.T) {
 	slotProducer := func(n int) (*kgo.Client, error) {
 		return kgo.NewClient(append([]kgo.Opt{kgo.TransactionalID(txnID(n)), kgo.RecordPartitioner(kgo.ManualPartitioner())}, f.dstOpts...)...)
 	}
+	m := metrics.New()
 	r := New(Config{
 		SourceAlias: "A", TargetAlias: "B",
 		Source: client(t, f.srcOpts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
@@ -46,15 +48,15 @@ func TestFencedSlot(t *testing.T) {
 		SourceAdmin:   kadm.NewClient(client(t, f.srcOpts)),
 		Target:        client(t, f.dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner())),
 		Progress:      store,
-		Metrics:       metrics.New(),
+		Metrics:       m,
 		Log:           log,
 		Transactional: true,
 		SlotProducer:  slotProducer,
 		Slots:         1, // both partitions in slot 0
 	})
 	tps := []progress.TP{{Topic: topic, Partition: 0}, {Topic: topic, Partition: 1}}
-	if err := r.Fence(ctx, tps); err != nil {
-		t.Fatal(err)
+	if failed := r.Fence(ctx, tps); len(failed) > 0 {
+		t.Fatal(failed)
 	}
 	var ps []datapath.Partition
 	for _, tp := range tps {
@@ -116,6 +118,9 @@ func TestFencedSlot(t *testing.T) {
 	_ = r.Commit(ctx)
 	if got := committed(); got != 10 {
 		t.Errorf("read_committed reader sees %d records, want the 10 committed before the fence", got)
+	}
+	if n := testutil.ToFloat64(m.Fenced.WithLabelValues("A", "B")); n != 1 {
+		t.Errorf("kmirror_exactly_once_fenced_total %v, want 1", n)
 	}
 	stop()
 	if err := <-done; err != nil {

@@ -1,0 +1,133 @@
+package datapath
+
+import (
+	"context"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/progress"
+)
+
+// fenceAttempt bounds one retry of Fence, during which the group's
+// callbacks wait.
+const fenceAttempt = 15 * time.Second
+
+// holdLocked records the partitions of tps that failed (their previous
+// owner could not be fenced) as waiting, with a backoff that starts at
+// first and doubles per failed attempt, and returns the others, which may
+// start. It logs and counts the failure, and starts the retry loop.
+func (g *Group) holdLocked(ctx context.Context, tps []progress.TP, failed map[progress.TP]error, first time.Duration) []progress.TP {
+	var ok []progress.TP
+	var errs []error
+	var delay time.Duration
+	for _, tp := range tps {
+		err, bad := failed[tp]
+		if !bad {
+			ok = append(ok, tp)
+			continue
+		}
+		if g.waiting == nil {
+			g.waiting = make(map[progress.TP]wait)
+		}
+		w, had := g.waiting[tp]
+		d := first
+		if had {
+			d = min(2*w.delay, fenceRetryMax)
+		}
+		g.waiting[tp] = wait{remote: g.Remote(tp.Topic), err: err, delay: d, next: time.Now().Add(d)}
+		delay = max(delay, d)
+		seen := false
+		for _, e := range errs {
+			seen = seen || e == err
+		}
+		if !seen {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		if g.Metrics != nil {
+			g.Metrics.FenceFailures.WithLabelValues(g.SourceAlias, g.TargetAlias).Add(float64(len(errs)))
+		}
+		g.Log.Error("exactly-once: the previous owner of assigned partitions could not be fenced (their slot's InitProducerID failed); they are not copied until it succeeds",
+			"partitions", len(tps)-len(ok), "retry_in", delay, "err", errs[0])
+		if !g.retry {
+			g.retry = true
+			go g.retryLoop(ctx)
+		}
+	}
+	g.exportLocked()
+	return ok
+}
+
+// retryLoop fences the previous owners of waiting partitions again, each
+// when its backoff ends, and starts those it could fence, until none
+// waits or ctx (the group client's) ends.
+func (g *Group) retryLoop(ctx context.Context) {
+	f := g.Engine.(Fencer)
+	for {
+		g.mu.Lock()
+		if len(g.waiting) == 0 || ctx.Err() != nil {
+			g.retry = false
+			g.mu.Unlock()
+			return
+		}
+		next := time.Time{}
+		for _, w := range g.waiting {
+			if next.IsZero() || w.next.Before(next) {
+				next = w.next
+			}
+		}
+		g.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(next)):
+		}
+		g.mu.Lock()
+		var due []progress.TP
+		for tp, w := range g.waiting {
+			if !w.next.After(time.Now()) {
+				due = append(due, tp)
+			}
+		}
+		if len(due) > 0 && ctx.Err() == nil {
+			actx, cancel := context.WithTimeout(ctx, fenceAttempt)
+			failed := f.Fence(actx, due)
+			cancel()
+			ok := g.holdLocked(ctx, due, failed, fenceRetryMin)
+			for _, tp := range ok {
+				delete(g.waiting, tp)
+			}
+			if len(ok) > 0 {
+				g.Log.Info("exactly-once: the previous owner of waiting partitions is fenced now; they are copied", "partitions", len(ok))
+				g.exportLocked()
+				g.startLocked(ctx, ok)
+			}
+		}
+		g.mu.Unlock()
+	}
+}
+
+// Waiting returns the state of the partitions assigned to this worker that
+// wait for their previous owner to be fenced: stopped, with the reason.
+func (g *Group) Waiting() []PartitionStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []PartitionStatus
+	for tp, w := range g.waiting {
+		done := int64(-1)
+		if saved, ok := g.Progress.Get(tp); ok {
+			done = saved
+		}
+		out = append(out, PartitionStatus{Topic: tp.Topic, Partition: tp.Partition, Remote: w.remote, Done: done, State: Stopped, SourceEnd: -1,
+			Error: "exactly-once: not copied: the slot's transactional producer could not be initialised to fence the previous owner (retried every " +
+				w.delay.String() + "): " + w.err.Error()})
+	}
+	SortStatus(out)
+	return out
+}
+
+// exportLocked sets the gauge of waiting partitions.
+func (g *Group) exportLocked() {
+	if g.Metrics != nil {
+		g.Metrics.Unfenced.WithLabelValues(g.SourceAlias, g.TargetAlias).Set(float64(len(g.waiting)))
+	}
+}
