@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kmirror/kmirror/internal/metrics"
@@ -47,8 +48,10 @@ type Health struct {
 	eng Engine
 	log *slog.Logger
 
-	mu    sync.Mutex
-	parts map[progress.TP]*watch
+	mu     sync.Mutex
+	parts  map[progress.TP]*watch
+	checks int64    // Checks begun
+	topics []string // the topics of parts; nil when they changed
 }
 
 // watch is what Health knows of one partition.
@@ -64,6 +67,16 @@ type watch struct {
 	state   string
 	lag     int64
 	lagSec  float64
+	seen    int64 // the Check that last listed it
+
+	// The partition's metric series (nil without metrics) and the values
+	// they were last set to.
+	lagGauge, lagSecGauge prometheus.Gauge
+	stateGauges           []prometheus.Gauge // by States
+	exported              bool
+	expLag                int64
+	expLagSec             float64
+	expState              string
 }
 
 type sample struct {
@@ -96,7 +109,7 @@ func (h *Health) Run(ctx context.Context) {
 		h.Check(ctx, time.Now())
 		select {
 		case <-ctx.Done():
-			h.forget(nil)
+			h.forget()
 			return
 		case <-t.C:
 		}
@@ -104,47 +117,35 @@ func (h *Health) Run(ctx context.Context) {
 }
 
 // Check lists the source offsets of the assigned partitions, updates their
-// state and restarts the stalled ones that have nothing in flight.
+// state and restarts the stalled ones that have nothing in flight. Each
+// check lists the last stable offsets of every topic; the log start only
+// of the topics with a partition behind (of one caught up, the lag is 0
+// whatever the log start). Metrics are set where they changed.
 func (h *Health) Check(ctx context.Context, now time.Time) {
 	st := h.eng.Status()
-	topics := make(map[string]bool)
-	for _, s := range st {
-		topics[s.Topic] = true
-	}
-	var ends, starts kadm.ListedOffsets
-	if len(topics) > 0 {
-		names := make([]string, 0, len(topics))
-		for t := range topics {
-			names = append(names, t)
-		}
+	names := h.track(st, now)
+	var ends kadm.ListedOffsets
+	if len(names) > 0 {
 		lctx, cancel := context.WithTimeout(ctx, h.cfg.Interval)
+		defer cancel()
 		ends, _ = h.cfg.Admin.ListCommittedOffsets(lctx, names...)
-		starts, _ = h.cfg.Admin.ListStartOffsets(lctx, names...)
-		cancel()
+		if behind := h.behind(st, ends, now); len(behind) > 0 {
+			starts, _ := h.cfg.Admin.ListStartOffsets(lctx, behind...)
+			h.mu.Lock()
+			starts.Each(func(o kadm.ListedOffset) {
+				if w := h.parts[progress.TP{Topic: o.Topic, Partition: o.Partition}]; w != nil && o.Err == nil {
+					w.start = o.Offset
+				}
+			})
+			h.mu.Unlock()
+		}
 	}
 	var restart []PartitionStatus
 	h.mu.Lock()
-	seen := make(map[progress.TP]bool, len(st))
 	for _, s := range st {
-		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
-		seen[tp] = true
-		w := h.parts[tp]
+		w := h.parts[progress.TP{Topic: s.Topic, Partition: s.Partition}]
 		if w == nil {
-			w = &watch{remote: s.Remote, done: s.Done, movedAt: now, end: -1}
-			h.parts[tp] = w
-		}
-		if s.Done != w.done {
-			w.done, w.movedAt = s.Done, now
-		}
-		if o, ok := ends.Lookup(s.Topic, s.Partition); ok && o.Err == nil {
-			w.end = o.Offset
-			w.samples = append(w.samples, sample{now, o.Offset})
-			if len(w.samples) > maxSamples {
-				w.samples = w.samples[1:]
-			}
-		}
-		if o, ok := starts.Lookup(s.Topic, s.Partition); ok && o.Err == nil {
-			w.start = o.Offset
+			continue
 		}
 		w.lag, w.lagSec = w.lagOf(now)
 		w.state = h.stateOf(s, w, now)
@@ -152,10 +153,9 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 			restart = append(restart, s)
 			w.movedAt = now // give the restart a whole StallAfter
 		}
+		h.export(w)
 	}
 	h.mu.Unlock()
-	h.forget(seen)
-	h.export(st)
 	for _, s := range restart {
 		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
 		if !h.eng.Restart(ctx, tp) {
@@ -167,6 +167,89 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 			m.PartitionRestarts.WithLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, strconv.Itoa(int(s.Partition)), "stalled").Inc()
 		}
 	}
+}
+
+// track watches the partitions of st, forgets those no longer in it and
+// notes progress that moved; it returns their topics.
+func (h *Health) track(st []PartitionStatus, now time.Time) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks++
+	for _, s := range st {
+		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
+		w := h.parts[tp]
+		if w == nil {
+			w = h.watch(s, now)
+			h.parts[tp] = w
+			h.topics = nil
+		}
+		w.seen = h.checks
+		if s.Done != w.done {
+			w.done, w.movedAt = s.Done, now
+		}
+	}
+	if len(h.parts) != len(st) {
+		h.forgetLocked(h.checks)
+	}
+	if h.topics == nil && len(h.parts) > 0 {
+		seen := make(map[string]bool)
+		for tp := range h.parts {
+			if !seen[tp.Topic] {
+				seen[tp.Topic] = true
+				h.topics = append(h.topics, tp.Topic)
+			}
+		}
+	}
+	return h.topics
+}
+
+// watch starts watching the partition of s, with its metric series.
+func (h *Health) watch(s PartitionStatus, now time.Time) *watch {
+	w := &watch{remote: s.Remote, done: s.Done, movedAt: now, end: -1}
+	if m := h.cfg.Metrics; m != nil {
+		l := []string{h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, strconv.Itoa(int(s.Partition)), ""}
+		w.lagGauge = m.PartitionLag.WithLabelValues(l[:4]...)
+		w.lagSecGauge = m.PartitionLagSeconds.WithLabelValues(l[:4]...)
+		for _, state := range States {
+			l[4] = state
+			w.stateGauges = append(w.stateGauges, m.PartitionState.WithLabelValues(l...))
+		}
+	}
+	return w
+}
+
+// behind takes the last stable offsets of ends and returns the topics
+// with a partition in st that has not copied up to it.
+func (h *Health) behind(st []PartitionStatus, ends kadm.ListedOffsets, now time.Time) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var topics []string
+	var seen map[string]bool
+	for _, s := range st {
+		w := h.parts[progress.TP{Topic: s.Topic, Partition: s.Partition}]
+		if w == nil {
+			continue
+		}
+		if o, ok := ends.Lookup(s.Topic, s.Partition); ok && o.Err == nil {
+			w.end = o.Offset
+			// A sample only where the end moved: lagOf looks for the
+			// first sample past a position.
+			if n := len(w.samples); n == 0 || w.samples[n-1].end != o.Offset {
+				if n == maxSamples {
+					w.samples = append(w.samples[:0], w.samples[1:]...)
+				}
+				w.samples = append(w.samples, sample{now, o.Offset})
+			}
+		}
+		if w.done+1 < w.end && !seen[s.Topic] {
+			if seen == nil {
+				seen = make(map[string]bool)
+			}
+			seen[s.Topic] = true
+			topics = append(topics, s.Topic)
+		}
+	}
+	return topics
 }
 
 // lagOf returns how many records of the source are not yet copied and at
@@ -225,43 +308,46 @@ func (h *Health) Annotate(st []PartitionStatus) []PartitionStatus {
 // States lists every partition state, for the state metric.
 var States = []string{Running, Lagging, Stalled, Paused, Restarting, Stopped}
 
-// export sets the lag and state metrics of the partitions in st.
-func (h *Health) export(st []PartitionStatus) {
-	m := h.cfg.Metrics
-	if m == nil {
+// export sets w's lag and state metrics where they changed; h.mu is held.
+func (h *Health) export(w *watch) {
+	if w.lagGauge == nil {
 		return
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, s := range st {
-		w := h.parts[progress.TP{Topic: s.Topic, Partition: s.Partition}]
-		if w == nil {
-			continue
-		}
-		part := strconv.Itoa(int(s.Partition))
-		m.PartitionLag.WithLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, part).Set(float64(w.lag))
-		m.PartitionLagSeconds.WithLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, part).Set(w.lagSec)
-		for _, state := range States {
+	if !w.exported || w.lag != w.expLag {
+		w.lagGauge.Set(float64(w.lag))
+	}
+	if !w.exported || w.lagSec != w.expLagSec {
+		w.lagSecGauge.Set(w.lagSec)
+	}
+	if !w.exported || w.state != w.expState {
+		for i, state := range States {
 			v := 0.0
 			if state == w.state {
 				v = 1
 			}
-			m.PartitionState.WithLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, part, state).Set(v)
+			w.stateGauges[i].Set(v)
 		}
 	}
+	w.exported, w.expLag, w.expLagSec, w.expState = true, w.lag, w.lagSec, w.state
 }
 
-// forget drops the partitions not in keep (all with nil) and their
-// metric series.
-func (h *Health) forget(keep map[progress.TP]bool) {
+// forget drops every partition and its metric series.
+func (h *Health) forget() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.forgetLocked(h.checks + 1)
+}
+
+// forgetLocked drops the partitions not seen by Check number check and
+// their metric series; h.mu is held.
+func (h *Health) forgetLocked(check int64) {
 	m := h.cfg.Metrics
 	for tp, w := range h.parts {
-		if keep[tp] {
+		if w.seen == check {
 			continue
 		}
 		delete(h.parts, tp)
+		h.topics = nil
 		if m == nil {
 			continue
 		}

@@ -105,7 +105,8 @@ func (e *statusEngine) set(i int, done int64, inflight int) {
 // TestHealthCheck runs Check against a kfake source holding 10 records in
 // t:0 and t:1: lag and state follow the engine's progress, a stalled
 // partition with nothing in flight is restarted once per StallAfter, one
-// with records in flight is not, and the metrics say the same.
+// with records in flight is not, the lag counts from the log start where
+// retention took records not yet copied, and the metrics say the same.
 func TestHealthCheck(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
 	if err != nil {
@@ -185,6 +186,26 @@ func TestHealthCheck(t *testing.T) {
 		if got := state(p); got != Running {
 			t.Errorf("p%d caught up: %s, want running", p, got)
 		}
+	}
+
+	// Behind again where retention took the next records: the lag
+	// counts from the log start (listed only for a partition behind).
+	for i := 0; i < 5; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 0, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var del kadm.Offsets
+	del.Add(kadm.Offset{Topic: "t", Partition: 0, At: 12})
+	if _, err := kadm.NewClient(cl).DeleteRecords(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	h.Check(ctx, t0.Add(125*time.Second))
+	if st := h.Annotate(eng.Status()); st[0].Lag != 3 || st[0].SourceEnd != 15 || st[1].Lag != 0 {
+		t.Errorf("after retention took 10..11 of t:0: %+v; want lag 3 of 15 on t:0, none on t:1", st)
+	}
+	if got := testutil.ToFloat64(m.PartitionLag.WithLabelValues("A", "B", "A.t", "0")); got != 3 {
+		t.Errorf("lag metric %v, want 3", got)
 	}
 
 	eng.mu.Lock()
