@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
@@ -23,8 +24,8 @@ const (
 // HealthConfig tunes a Health.
 type HealthConfig struct {
 	SourceAlias, TargetAlias string
-	// Admin lists the source partitions' last stable offsets.
-	Admin *kadm.Client
+	// Source lists the source partitions' offsets (an admin client).
+	Source *kgo.Client
 	// StallAfter: a partition behind the source whose progress has not
 	// moved for this long is stalled. LagAfter: one whose oldest record
 	// not yet copied is at least this old is lagging.
@@ -50,8 +51,8 @@ type Health struct {
 
 	mu     sync.Mutex
 	parts  map[progress.TP]*watch
-	checks int64    // Checks begun
-	topics []string // the topics of parts; nil when they changed
+	checks int64                    // Checks begun
+	ends   *kmsg.ListOffsetsRequest // of parts' last stable offsets; nil when they changed
 }
 
 // watch is what Health knows of one partition.
@@ -118,25 +119,20 @@ func (h *Health) Run(ctx context.Context) {
 
 // Check lists the source offsets of the assigned partitions, updates their
 // state and restarts the stalled ones that have nothing in flight. Each
-// check lists the last stable offsets of every topic; the log start only
-// of the topics with a partition behind (of one caught up, the lag is 0
-// whatever the log start). Metrics are set where they changed.
+// check lists the last stable offset of every partition, in one request
+// per leader kept while the partitions stay the same, and the log start
+// only of those behind (of one caught up, the lag is 0 whatever the log
+// start). Metrics are set where they changed.
 func (h *Health) Check(ctx context.Context, now time.Time) {
 	st := h.eng.Status()
-	names := h.track(st, now)
-	var ends kadm.ListedOffsets
-	if len(names) > 0 {
+	if ends := h.track(st, now); ends != nil {
 		lctx, cancel := context.WithTimeout(ctx, h.cfg.Interval)
 		defer cancel()
-		ends, _ = h.cfg.Admin.ListCommittedOffsets(lctx, names...)
-		if behind := h.behind(st, ends, now); len(behind) > 0 {
-			starts, _ := h.cfg.Admin.ListStartOffsets(lctx, behind...)
+		behind := h.behind(st, h.cfg.Source.RequestSharded(lctx, ends), now)
+		if len(behind) > 0 {
+			starts := h.cfg.Source.RequestSharded(lctx, offsetsRequest(behind, -2, h.cfg.Interval))
 			h.mu.Lock()
-			starts.Each(func(o kadm.ListedOffset) {
-				if w := h.parts[progress.TP{Topic: o.Topic, Partition: o.Partition}]; w != nil && o.Err == nil {
-					w.start = o.Offset
-				}
-			})
+			h.listed(starts, func(w *watch, start int64) { w.start = start })
 			h.mu.Unlock()
 		}
 	}
@@ -170,8 +166,9 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 }
 
 // track watches the partitions of st, forgets those no longer in it and
-// notes progress that moved; it returns their topics.
-func (h *Health) track(st []PartitionStatus, now time.Time) []string {
+// notes progress that moved; it returns the request for their last
+// stable offsets (nil: no partitions).
+func (h *Health) track(st []PartitionStatus, now time.Time) *kmsg.ListOffsetsRequest {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checks++
@@ -181,7 +178,7 @@ func (h *Health) track(st []PartitionStatus, now time.Time) []string {
 		if w == nil {
 			w = h.watch(s, now)
 			h.parts[tp] = w
-			h.topics = nil
+			h.ends = nil
 		}
 		w.seen = h.checks
 		if s.Done != w.done {
@@ -191,16 +188,37 @@ func (h *Health) track(st []PartitionStatus, now time.Time) []string {
 	if len(h.parts) != len(st) {
 		h.forgetLocked(h.checks)
 	}
-	if h.topics == nil && len(h.parts) > 0 {
-		seen := make(map[string]bool)
+	if h.ends == nil && len(h.parts) > 0 {
+		tps := make([]progress.TP, 0, len(h.parts))
 		for tp := range h.parts {
-			if !seen[tp.Topic] {
-				seen[tp.Topic] = true
-				h.topics = append(h.topics, tp.Topic)
-			}
+			tps = append(tps, tp)
 		}
+		h.ends = offsetsRequest(tps, -1, h.cfg.Interval)
 	}
-	return h.topics
+	return h.ends
+}
+
+// offsetsRequest asks for the offsets of tps at timestamp: -1 the last
+// stable offset, -2 the log start.
+func offsetsRequest(tps []progress.TP, timestamp int64, timeout time.Duration) *kmsg.ListOffsetsRequest {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = 1 // read_committed: the last stable offset
+	req.TimeoutMillis = int32(timeout.Milliseconds())
+	topic := make(map[string]int)
+	for _, tp := range tps {
+		i, ok := topic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			topic[tp.Topic] = i
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition, p.Timestamp = tp.Partition, timestamp
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	return req
 }
 
 // watch starts watching the partition of s, with its metric series.
@@ -218,38 +236,48 @@ func (h *Health) watch(s PartitionStatus, now time.Time) *watch {
 	return w
 }
 
-// behind takes the last stable offsets of ends and returns the topics
-// with a partition in st that has not copied up to it.
-func (h *Health) behind(st []PartitionStatus, ends kadm.ListedOffsets, now time.Time) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var topics []string
-	var seen map[string]bool
-	for _, s := range st {
-		w := h.parts[progress.TP{Topic: s.Topic, Partition: s.Partition}]
-		if w == nil {
+// listed calls set with the watch and offset of every partition that
+// shards listed without error; h.mu is held.
+func (h *Health) listed(shards []kgo.ResponseShard, set func(*watch, int64)) {
+	for _, sh := range shards {
+		resp, ok := sh.Resp.(*kmsg.ListOffsetsResponse)
+		if sh.Err != nil || !ok {
 			continue
 		}
-		if o, ok := ends.Lookup(s.Topic, s.Partition); ok && o.Err == nil {
-			w.end = o.Offset
-			// A sample only where the end moved: lagOf looks for the
-			// first sample past a position.
-			if n := len(w.samples); n == 0 || w.samples[n-1].end != o.Offset {
-				if n == maxSamples {
-					w.samples = append(w.samples[:0], w.samples[1:]...)
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if w := h.parts[progress.TP{Topic: t.Topic, Partition: p.Partition}]; w != nil && p.ErrorCode == 0 {
+					set(w, p.Offset)
 				}
-				w.samples = append(w.samples, sample{now, o.Offset})
 			}
-		}
-		if w.done+1 < w.end && !seen[s.Topic] {
-			if seen == nil {
-				seen = make(map[string]bool)
-			}
-			seen[s.Topic] = true
-			topics = append(topics, s.Topic)
 		}
 	}
-	return topics
+}
+
+// behind takes the last stable offsets that ends listed and returns the
+// partitions in st that have not copied up to theirs.
+func (h *Health) behind(st []PartitionStatus, ends []kgo.ResponseShard, now time.Time) []progress.TP {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.listed(ends, func(w *watch, end int64) {
+		w.end = end
+		// A sample only where the end moved: lagOf looks for the first
+		// sample past a position.
+		if n := len(w.samples); n == 0 || w.samples[n-1].end != end {
+			if n == maxSamples {
+				w.samples = append(w.samples[:0], w.samples[1:]...)
+			}
+			w.samples = append(w.samples, sample{now, end})
+		}
+	})
+	var tps []progress.TP
+	for _, s := range st {
+		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
+		if w := h.parts[tp]; w != nil && w.done+1 < w.end {
+			tps = append(tps, tp)
+		}
+	}
+	return tps
 }
 
 // lagOf returns how many records of the source are not yet copied and at
@@ -347,7 +375,7 @@ func (h *Health) forgetLocked(check int64) {
 			continue
 		}
 		delete(h.parts, tp)
-		h.topics = nil
+		h.ends = nil
 		if m == nil {
 			continue
 		}

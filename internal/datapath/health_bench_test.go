@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -38,7 +37,7 @@ func BenchmarkHealthCheck(b *testing.B) {
 			eng.st = append(eng.st, PartitionStatus{Topic: t, Partition: p, Remote: "A." + t, Done: -1, State: Running})
 		}
 	}
-	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Admin: kadm.NewClient(cl), Metrics: metrics.New()},
+	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: metrics.New()},
 		eng, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx := context.Background()
 	now := time.Now()

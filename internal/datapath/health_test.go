@@ -133,7 +133,7 @@ func TestHealthCheck(t *testing.T) {
 		{Topic: "t", Partition: 0, Remote: "A.t", Done: 4, State: Running},
 		{Topic: "t", Partition: 1, Remote: "A.t", Done: 4, State: Running, InFlight: 3},
 	}}
-	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Admin: kadm.NewClient(cl),
+	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Source: cl,
 		StallAfter: time.Minute, LagAfter: 30 * time.Second, Metrics: m}, eng, slog.New(slog.NewTextHandler(&logs, nil)))
 	t0 := time.Now()
 	state := func(p int) string { return h.Annotate(eng.Status())[p].State }
