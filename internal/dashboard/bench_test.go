@@ -12,10 +12,9 @@ import (
 )
 
 // BenchmarkSample: one history sample of a flow with 5,000 partitions, each
-// with the metrics a running partition has (counts, rates, latency, age,
-// lag and the six state series), after a first sample: idle, every
-// partition caught up and copying nothing; copying, every partition
-// copying records between samples.
+// with the metrics of its data path (counts, latency, age), after a first
+// sample: idle, every partition caught up and copying nothing; copying,
+// every partition copying records between samples.
 func BenchmarkSample(b *testing.B) {
 	for _, bc := range []struct {
 		name    string
@@ -34,11 +33,6 @@ func BenchmarkSample(b *testing.B) {
 				m.ByteCount.WithLabelValues(l...).Add(1000)
 				m.ReplicationLatencyMs.WithLabelValues(l...).Set(5)
 				m.RecordAgeMs.WithLabelValues(l...).Set(5)
-				m.PartitionLag.WithLabelValues(l...).Set(0)
-				m.PartitionLagSeconds.WithLabelValues(l...).Set(0)
-				for _, s := range []string{"running", "lagging", "stalled", "paused", "restarting", "stopped"} {
-					m.PartitionState.WithLabelValues(append(l, s)...).Set(0)
-				}
 				parts = append(parts, datapath.PartitionStatus{Topic: topic, Remote: "A." + topic, Partition: int32(i % 5), Done: 9, State: datapath.Running})
 			}
 			d := New(Config{Source: flows{{Name: "A->B", Kind: "replication", State: "running", Partitions: parts}}, Metrics: m})

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -57,7 +56,6 @@ type Health struct {
 
 // watch is what Health knows of one partition.
 type watch struct {
-	remote  string
 	done    int64     // progress seen at the last check
 	movedAt time.Time // when done last changed (or the partition was first seen)
 	start   int64     // source log start at the last check
@@ -70,14 +68,8 @@ type watch struct {
 	lagSec  float64
 	seen    int64 // the Check that last listed it
 
-	// The partition's metric series (nil without metrics) and the values
-	// they were last set to.
-	lagGauge, lagSecGauge prometheus.Gauge
-	stateGauges           []prometheus.Gauge // by States
-	exported              bool
-	expLag                int64
-	expLagSec             float64
-	expState              string
+	checked bool                  // state and lag are known
+	series  *metrics.HealthSeries // labels of its metrics; nil without
 }
 
 type sample struct {
@@ -99,7 +91,11 @@ func NewHealth(cfg HealthConfig, eng Engine, log *slog.Logger) *Health {
 	if cfg.Interval <= 0 {
 		cfg.Interval = min(cfg.StallAfter/4, 5*time.Second)
 	}
-	return &Health{cfg: cfg, eng: eng, log: log, parts: make(map[progress.TP]*watch)}
+	h := &Health{cfg: cfg, eng: eng, log: log, parts: make(map[progress.TP]*watch)}
+	if cfg.Metrics != nil {
+		cfg.Metrics.Partitions.Add(h)
+	}
+	return h
 }
 
 // Run checks every Interval until ctx ends.
@@ -122,7 +118,7 @@ func (h *Health) Run(ctx context.Context) {
 // check lists the last stable offset of every partition, in one request
 // per leader kept while the partitions stay the same, and the log start
 // only of those behind (of one caught up, the lag is 0 whatever the log
-// start). Metrics are set where they changed.
+// start). Metrics read the last check's values when scraped.
 func (h *Health) Check(ctx context.Context, now time.Time) {
 	st := h.eng.Status()
 	if ends := h.track(st, now); ends != nil {
@@ -149,7 +145,7 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 			restart = append(restart, s)
 			w.movedAt = now // give the restart a whole StallAfter
 		}
-		h.export(w)
+		w.checked = true
 	}
 	h.mu.Unlock()
 	for _, s := range restart {
@@ -223,15 +219,9 @@ func offsetsRequest(tps []progress.TP, timestamp int64, timeout time.Duration) *
 
 // watch starts watching the partition of s, with its metric series.
 func (h *Health) watch(s PartitionStatus, now time.Time) *watch {
-	w := &watch{remote: s.Remote, done: s.Done, movedAt: now, end: -1}
+	w := &watch{done: s.Done, movedAt: now, end: -1}
 	if m := h.cfg.Metrics; m != nil {
-		l := []string{h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, strconv.Itoa(int(s.Partition)), ""}
-		w.lagGauge = m.PartitionLag.WithLabelValues(l[:4]...)
-		w.lagSecGauge = m.PartitionLagSeconds.WithLabelValues(l[:4]...)
-		for _, state := range States {
-			l[4] = state
-			w.stateGauges = append(w.stateGauges, m.PartitionState.WithLabelValues(l...))
-		}
+		w.series = m.Partitions.Series(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, strconv.Itoa(int(s.Partition)), States)
 	}
 	return w
 }
@@ -336,54 +326,41 @@ func (h *Health) Annotate(st []PartitionStatus) []PartitionStatus {
 // States lists every partition state, for the state metric.
 var States = []string{Running, Lagging, Stalled, Paused, Restarting, Stopped}
 
-// export sets w's lag and state metrics where they changed; h.mu is held.
-func (h *Health) export(w *watch) {
-	if w.lagGauge == nil {
-		return
-	}
-	if !w.exported || w.lag != w.expLag {
-		w.lagGauge.Set(float64(w.lag))
-	}
-	if !w.exported || w.lagSec != w.expLagSec {
-		w.lagSecGauge.Set(w.lagSec)
-	}
-	if !w.exported || w.state != w.expState {
-		for i, state := range States {
-			v := 0.0
-			if state == w.state {
-				v = 1
+// ReportHealth reports the lag and state of every checked partition
+// (metrics.HealthReporter).
+func (h *Health) ReportHealth(report func(s *metrics.HealthSeries, lag int64, lagSeconds float64, state int)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range h.parts {
+		if w.series == nil || !w.checked {
+			continue
+		}
+		for i, st := range States {
+			if st == w.state {
+				report(w.series, w.lag, w.lagSec, i)
+				break
 			}
-			w.stateGauges[i].Set(v)
 		}
 	}
-	w.exported, w.expLag, w.expLagSec, w.expState = true, w.lag, w.lagSec, w.state
 }
 
-// forget drops every partition and its metric series.
+// forget drops every partition, and so their metric series.
 func (h *Health) forget() {
+	if m := h.cfg.Metrics; m != nil {
+		m.Partitions.Remove(h)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.forgetLocked(h.checks + 1)
 }
 
-// forgetLocked drops the partitions not seen by Check number check and
-// their metric series; h.mu is held.
+// forgetLocked drops the partitions not seen by Check number check (and
+// so their metric series); h.mu is held.
 func (h *Health) forgetLocked(check int64) {
-	m := h.cfg.Metrics
 	for tp, w := range h.parts {
-		if w.seen == check {
-			continue
-		}
-		delete(h.parts, tp)
-		h.ends = nil
-		if m == nil {
-			continue
-		}
-		part := strconv.Itoa(int(tp.Partition))
-		m.PartitionLag.DeleteLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, w.remote, part)
-		m.PartitionLagSeconds.DeleteLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, w.remote, part)
-		for _, state := range States {
-			m.PartitionState.DeleteLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, w.remote, part, state)
+		if w.seen != check {
+			delete(h.parts, tp)
+			h.ends = nil
 		}
 	}
 }

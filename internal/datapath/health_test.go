@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -143,7 +144,7 @@ func TestHealthCheck(t *testing.T) {
 	if st[0].Lag != 5 || st[0].SourceEnd != 10 || st[0].State != Running || st[1].Lag != 5 {
 		t.Fatalf("after first check: %+v", st)
 	}
-	if got := testutil.ToFloat64(m.PartitionLag.WithLabelValues("A", "B", "A.t", "0")); got != 5 {
+	if got := healthMetric(t, m, "kmirror_partition_lag_records", "A.t", "0", ""); got != 5 {
 		t.Errorf("lag metric %v, want 5", got)
 	}
 
@@ -166,7 +167,7 @@ func TestHealthCheck(t *testing.T) {
 	if n := NotReady(h.Annotate(eng.Status())); n != 2 {
 		t.Errorf("not ready %d, want 2", n)
 	}
-	if got := testutil.ToFloat64(m.PartitionState.WithLabelValues("A", "B", "A.t", "1", Stalled)); got != 1 {
+	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "1", Stalled); got != 1 {
 		t.Errorf("state metric stalled %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.PartitionRestarts.WithLabelValues("A", "B", "A.t", "0", "stalled")); got != 1 {
@@ -204,7 +205,7 @@ func TestHealthCheck(t *testing.T) {
 	if st := h.Annotate(eng.Status()); st[0].Lag != 3 || st[0].SourceEnd != 15 || st[1].Lag != 0 {
 		t.Errorf("after retention took 10..11 of t:0: %+v; want lag 3 of 15 on t:0, none on t:1", st)
 	}
-	if got := testutil.ToFloat64(m.PartitionLag.WithLabelValues("A", "B", "A.t", "0")); got != 3 {
+	if got := healthMetric(t, m, "kmirror_partition_lag_records", "A.t", "0", ""); got != 3 {
 		t.Errorf("lag metric %v, want 3", got)
 	}
 
@@ -212,7 +213,39 @@ func TestHealthCheck(t *testing.T) {
 	eng.st = eng.st[:1] // t:1 moved to another worker
 	eng.mu.Unlock()
 	h.Check(ctx, t0.Add(130*time.Second))
-	if n := testutil.CollectAndCount(m.PartitionState); n != len(States) {
+	if n := testutil.CollectAndCount(m.Partitions, "kmirror_partition_state"); n != len(States) {
 		t.Errorf("%d state series, want %d (t:1's removed)", n, len(States))
 	}
+}
+
+// healthMetric is the value of a health series of flow A->B gathered from
+// m's registry, NaN when there is none; state "" for lag series.
+func healthMetric(t *testing.T, m *metrics.Metrics, name, topic, partition, state string) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"source": "A", "target": "B", "topic": topic, "partition": partition}
+	if state != "" {
+		want["state"] = state
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, mt := range mf.GetMetric() {
+			if len(mt.GetLabel()) != len(want) {
+				continue
+			}
+			for _, lp := range mt.GetLabel() {
+				if want[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			return mt.GetGauge().GetValue()
+		}
+	}
+	return math.NaN()
 }
