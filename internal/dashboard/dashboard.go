@@ -43,8 +43,9 @@ type Config struct {
 	Metrics *metrics.Metrics
 	Logs    *LogRing // recent warnings and errors; nil: none shown
 	// Interval is how often history is sampled; Points how many samples
-	// are kept; MaxSeries how many series (two per partition, four per
-	// flow).
+	// of the flows are kept (of partitions, those shown inline); MaxSeries
+	// how many series of flows (four each) and of partitions (two each,
+	// for those with lag or a rate in the last of those samples).
 	Interval  time.Duration
 	Points    int
 	MaxSeries int
@@ -52,11 +53,18 @@ type Config struct {
 
 // Dashboard samples the flows and metrics and serves the page.
 type Dashboard struct {
-	cfg  Config
-	hist *History
+	cfg   Config
+	hist  *History // of flows
+	parts *History // of partitions with lag or a rate
 
-	mu   sync.Mutex
-	last sampled // from the last sample
+	mu       sync.Mutex
+	last     sampled // records lost at the last sample
+	tracks   map[partKey]*track
+	cpMax    map[string]float64 // per flow, highest checkpoint latency
+	n        int64              // samples taken
+	flowVals map[string]float64 // of the sample being taken
+	partVals map[string]float64
+	buf      dto.Metric // counters are read into
 }
 
 // New returns a Dashboard; Run samples its history.
@@ -70,7 +78,9 @@ func New(cfg Config) *Dashboard {
 	if cfg.MaxSeries <= 0 {
 		cfg.MaxSeries = DefaultMaxSeries
 	}
-	return &Dashboard{cfg: cfg, hist: NewHistory(cfg.Points, cfg.MaxSeries), last: sampled{gaps: map[partKey]time.Time{}}}
+	return &Dashboard{cfg: cfg, hist: NewHistory(cfg.Points, cfg.MaxSeries), parts: NewHistory(min(cfg.Points, sparkPoints), cfg.MaxSeries),
+		last: sampled{gaps: map[partKey]time.Time{}}, tracks: map[partKey]*track{}, cpMax: map[string]float64{},
+		flowVals: map[string]float64{}, partVals: map[string]float64{}}
 }
 
 // Run samples every Interval until ctx ends.
@@ -89,6 +99,8 @@ func (d *Dashboard) Run(ctx context.Context) {
 }
 
 // Sample reads the flows and the metrics once and adds them to history.
+// Its cost grows with the partitions that copy or are behind; of an idle
+// one it compares the progress.
 func (d *Dashboard) Sample(now time.Time) {
 	var mfs []*dto.MetricFamily
 	if d.cfg.Metrics != nil {
@@ -96,10 +108,11 @@ func (d *Dashboard) Sample(now time.Time) {
 	}
 	flows := d.cfg.Source.Status()
 	d.mu.Lock()
-	s := newSampled(mfs, d.last, now)
-	d.last = s
-	d.mu.Unlock()
-	d.hist.Add(now, seriesOf(flows, s))
+	defer d.mu.Unlock()
+	d.last = newSampled(mfs, d.last, now)
+	d.sampleFlows(flows, now)
+	d.hist.Add(now, d.flowVals)
+	d.parts.Add(now, d.partVals)
 }
 
 // Mount is the dashboard on the REST listener (rest.Mount's Build): the

@@ -183,8 +183,8 @@ func TestSnapshot(t *testing.T) {
 	copied := m.RecordCount.WithLabelValues("A", "B", "A.t", "0")
 	for i := range 3 {
 		copied.Add(100)
+		fs[0].Partitions[0].Done += 100 // copied records move the progress
 		d.Sample(time.Unix(2000+int64(i)*5, 0))
-		time.Sleep(10 * time.Millisecond) // RateVec measures time itself
 	}
 
 	_, body := get(t, srv.URL+"/ui/api/snapshot", token)
@@ -333,5 +333,65 @@ func TestSampleWhileServing(t *testing.T) {
 	g := d.Snapshot(time.Now()).Gaps
 	if len(g) != 1 || g[0].RecordsLost != 50 || !g[0].LastSeen.Equal(time.Unix(3049, 0)) {
 		t.Errorf("gaps %+v, want 50 lost, last seen at the last sample", g)
+	}
+}
+
+// TestSampleTracks follows one partition through samples 5 s apart: its
+// rate comes from its record count while its progress moves, falls to 0
+// within the rate window once idle, and comes back over the window when
+// it copies again; it has a partition history while it has lag or a rate
+// and for a spark of samples after, and none once it leaves the flow.
+func TestSampleTracks(t *testing.T) {
+	m := metrics.New()
+	fs := flows{{Name: "A->B", Kind: "replication", State: "running", Partitions: []datapath.PartitionStatus{
+		{Topic: "t", Partition: 0, Remote: "A.t", Done: 9, State: "running"},
+		{Topic: "t", Partition: 1, Remote: "A.t", Done: 9, State: "running"}, // idle throughout
+	}}}
+	copied := m.RecordCount.WithLabelValues("A", "B", "A.t", "0")
+	d := New(Config{Source: fs, Metrics: m})
+	now := time.Unix(5000, 0)
+	steps := []struct {
+		name       string
+		samples    int
+		perSample  int64 // records copied before each sample
+		lag        int64
+		wantRate   float64
+		wantSeries int // partition series in history
+	}{
+		{"idle from the start", 3, 0, 0, 0, 0},
+		{"copying 50 per sample", 8, 50, 0, 10, 2},
+		{"idle for the rate window", 7, 0, 0, 0, 2},
+		{"idle for a spark of samples", sparkPoints, 0, 0, 0, 0},
+		{"behind but not copying", 2, 0, 40, 0, 2},
+		{"copying again after long idle: rate over the window", 1, 300, 0, 10, 2},
+	}
+	for _, st := range steps {
+		for range st.samples {
+			if st.perSample > 0 {
+				copied.Add(float64(st.perSample))
+				fs[0].Partitions[0].Done += st.perSample
+			}
+			fs[0].Partitions[0].Lag = st.lag
+			now = now.Add(5 * time.Second)
+			d.Sample(now)
+		}
+		p := d.Snapshot(now).Flows[0].Partitions
+		if p[0].RecordsPerSecond != st.wantRate || p[1].RecordsPerSecond != 0 {
+			t.Errorf("%s: records per second %v and %v, want %v and 0", st.name, p[0].RecordsPerSecond, p[1].RecordsPerSecond, st.wantRate)
+		}
+		if _, n := d.parts.Len(); n != st.wantSeries {
+			t.Errorf("%s: %d partition series, want %d", st.name, n, st.wantSeries)
+		}
+		if st.wantSeries > 0 && (len(p[0].LagHistory) == 0 || p[0].LagHistory[len(p[0].LagHistory)-1] != float32(st.lag)) {
+			t.Errorf("%s: lag history %v, want it to end at %d", st.name, p[0].LagHistory, st.lag)
+		}
+		if p[1].LagHistory != nil {
+			t.Errorf("%s: the idle partition has a history %v", st.name, p[1].LagHistory)
+		}
+	}
+	fs[0].Partitions = fs[0].Partitions[1:]
+	d.Sample(now.Add(5 * time.Second))
+	if _, n := d.parts.Len(); n != 0 || len(d.tracks) != 1 {
+		t.Errorf("after t:0 left: %d partition series, %d tracked; want 0 and 1", n, len(d.tracks))
 	}
 }

@@ -19,12 +19,20 @@ type History struct {
 	maxSeries int
 	times     []int64 // unix milliseconds; ring of len points
 	next, n   int     // next slot to write; samples held
-	series    map[string][]float32
+	added     int     // samples ever added
+	series    map[string]*ring
+}
+
+// ring is one series' values and the sample (History.added) that last
+// gave it one.
+type ring struct {
+	vals []float32
+	last int
 }
 
 // NewHistory keeps points samples of at most maxSeries series.
 func NewHistory(points, maxSeries int) *History {
-	return &History{points: points, maxSeries: maxSeries, times: make([]int64, points), series: make(map[string][]float32)}
+	return &History{points: points, maxSeries: maxSeries, times: make([]int64, points), series: make(map[string]*ring)}
 }
 
 // Add stores one sample taken at at: vals by series name.
@@ -35,37 +43,43 @@ func (h *History) Add(at time.Time, vals map[string]float64) {
 	h.times[slot] = at.UnixMilli()
 	h.next = (h.next + 1) % h.points
 	h.n = min(h.n+1, h.points)
-	for name, ring := range h.series {
+	h.added++
+	matched := 0
+	for name, r := range h.series {
 		v, ok := vals[name]
 		if !ok {
-			ring[slot] = float32(math.NaN())
-			if empty(ring) {
+			r.vals[slot] = float32(math.NaN())
+			if h.added-r.last >= h.points { // no value left in the ring
 				delete(h.series, name)
 			}
 			continue
 		}
-		ring[slot] = float32(v)
+		r.vals[slot], r.last = float32(v), h.added
+		matched++
+	}
+	if matched == len(vals) {
+		return // every value has its series
 	}
 	for name, v := range vals {
 		if _, ok := h.series[name]; ok || len(h.series) >= h.maxSeries {
 			continue
 		}
-		ring := make([]float32, h.points)
-		for i := range ring {
-			ring[i] = float32(math.NaN())
+		r := &ring{vals: make([]float32, h.points), last: h.added}
+		for i := range r.vals {
+			r.vals[i] = float32(math.NaN())
 		}
-		ring[slot] = float32(v)
-		h.series[name] = ring
+		r.vals[slot] = float32(v)
+		h.series[name] = r
 	}
 }
 
-func empty(ring []float32) bool {
-	for _, v := range ring {
-		if !math.IsNaN(float64(v)) {
-			return false
-		}
+// Drop forgets the named series.
+func (h *History) Drop(names ...string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, name := range names {
+		delete(h.series, name)
 	}
-	return true
 }
 
 // Len returns the samples and series held.
@@ -116,13 +130,13 @@ func (h *History) Last(n int, prefix string) Span {
 	for i := range n {
 		sp.Times[i] = h.times[(first+i)%h.points]
 	}
-	for name, ring := range h.series {
+	for name, r := range h.series {
 		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
 		p := make(Points, n)
 		for i := range n {
-			p[i] = ring[(first+i)%h.points]
+			p[i] = r.vals[(first+i)%h.points]
 		}
 		sp.Series[name] = p
 	}

@@ -13,12 +13,9 @@ import (
 	"github.com/kmirror/kmirror/internal/runner"
 )
 
-// Metric families the dashboard reads; internal/metrics computes them.
+// The metric family the dashboard gathers (metrics.Sampled), and names
+// of its history.
 const (
-	recordRate   = "kafka_connect_mirror_source_connector_record_rate"
-	byteRate     = "kafka_connect_mirror_source_connector_byte_rate"
-	replLatency  = "kafka_connect_mirror_source_connector_replication_latency_ms"
-	cpLatency    = "kafka_connect_mirror_checkpoint_connector_checkpoint_latency_ms"
 	recordsLost  = "kmirror_source_records_lost_total"
 	sparkPoints  = 60 // partition history shown inline
 	flowPrefix   = "flow|"
@@ -42,45 +39,30 @@ type cpKeyOf struct {
 	partition          int32
 }
 
-// sampled is what one sample read from the metrics.
+// sampled is what one sample read of the records lost.
 type sampled struct {
-	at                   time.Time
-	rate, bytes, latency map[partKey]float64
-	lost                 map[partKey]float64
-	gaps                 map[partKey]time.Time // when lost records were last seen growing
-	checkpoint           map[cpKeyOf]float64
+	at   time.Time
+	lost map[partKey]float64
+	gaps map[partKey]time.Time // when lost records were last seen growing
 }
 
 func newSampled(mfs []*dto.MetricFamily, prev sampled, now time.Time) sampled {
-	s := sampled{at: now, rate: map[partKey]float64{}, bytes: map[partKey]float64{}, latency: map[partKey]float64{},
-		lost: map[partKey]float64{}, gaps: make(map[partKey]time.Time, len(prev.gaps)), checkpoint: map[cpKeyOf]float64{}}
-	for k, at := range prev.gaps { // a copy: snapshots read the last one unlocked
-		s.gaps[k] = at
-	}
+	s := sampled{at: now, lost: map[partKey]float64{}, gaps: prev.gaps}
 	for _, mf := range mfs {
+		if mf.GetName() != recordsLost {
+			continue
+		}
 		for _, m := range mf.GetMetric() {
 			l := labels(m)
-			flow := l["source"] + "->" + l["target"]
 			p, _ := strconv.ParseInt(l["partition"], 10, 32)
-			k := partKey{flow, l["topic"], int32(p)}
-			switch mf.GetName() {
-			case recordRate:
-				s.rate[k] = m.GetGauge().GetValue()
-			case byteRate:
-				s.bytes[k] = m.GetGauge().GetValue()
-			case replLatency:
-				s.latency[k] = m.GetGauge().GetValue()
-			case cpLatency:
-				s.checkpoint[cpKeyOf{flow, l["group"], l["topic"], int32(p)}] = m.GetGauge().GetValue()
-			case recordsLost:
-				// A series exists only once a gap was met, so a new
-				// one is a gap too (a truncated log adds 0 records).
-				v := m.GetCounter().GetValue()
-				if was, ok := prev.lost[k]; !ok || v > was {
-					s.gaps[k] = now
-				}
-				s.lost[k] = v
+			k := partKey{l["source"] + "->" + l["target"], l["topic"], int32(p)}
+			// A series exists only once a gap was met, so a new one is
+			// a gap too (a truncated log adds 0 records).
+			v := m.GetCounter().GetValue()
+			if was, ok := prev.lost[k]; !ok || v > was {
+				s.gaps[k] = now
 			}
+			s.lost[k] = v
 		}
 	}
 	return s
@@ -90,34 +72,6 @@ func labels(m *dto.Metric) map[string]string {
 	out := make(map[string]string, len(m.GetLabel()))
 	for _, lp := range m.GetLabel() {
 		out[lp.GetName()] = lp.GetValue()
-	}
-	return out
-}
-
-// seriesOf is one history sample: per flow its lag, records per second,
-// the highest replication and checkpoint latency of its partitions; per
-// partition its lag and records per second.
-func seriesOf(flows []runner.FlowStatus, s sampled) map[string]float64 {
-	out := make(map[string]float64)
-	for _, f := range flows {
-		if f.Kind != "replication" || f.Partitions == nil {
-			continue
-		}
-		fv := viewOf(f, s)
-		fk := flowPrefix + f.Name + "|"
-		out[fk+seriesLag] = float64(fv.Lag)
-		out[fk+seriesRecs] = fv.RecordsPerSecond
-		if fv.ReplicationLatencyMs != nil {
-			out[fk+seriesRepl] = *fv.ReplicationLatencyMs
-		}
-		if fv.CheckpointLatencyMs != nil {
-			out[fk+seriesCheckp] = *fv.CheckpointLatencyMs
-		}
-		for _, p := range fv.Partitions {
-			pk := partSeries(f.Name, p.Remote, p.Partition)
-			out[pk+seriesLag] = float64(max(p.Lag, 0))
-			out[pk+seriesRecs] = p.RecordsPerSecond
-		}
 	}
 	return out
 }
@@ -149,20 +103,24 @@ type partView struct {
 	RateHistory          Points     `json:"rate_history,omitempty"`
 }
 
-func viewOf(f runner.FlowStatus, s sampled) flowView {
+// viewOf is f with what the last sample read; d.mu is held.
+func (d *Dashboard) viewOf(f runner.FlowStatus) flowView {
 	fv := flowView{FlowStatus: f, Partitions: []partView{}}
 	fv.FlowStatus.Partitions = nil
 	for _, p := range f.Partitions {
-		k := partKey{f.Name, p.Remote, p.Partition}
-		pv := partView{PartitionStatus: p, RecordsPerSecond: s.rate[k], BytesPerSecond: s.bytes[k]}
-		if v, ok := s.latency[k]; ok {
-			pv.ReplicationLatencyMs = &v
-			fv.ReplicationLatencyMs = maxOf(fv.ReplicationLatencyMs, v)
+		pv := partView{PartitionStatus: p}
+		if t := d.tracks[partKey{f.Name, p.Remote, p.Partition}]; t != nil {
+			pv.RecordsPerSecond, pv.BytesPerSecond = t.rps, t.bps
+			if t.latency != nil {
+				v := t.lat
+				pv.ReplicationLatencyMs = &v
+				fv.ReplicationLatencyMs = maxOf(fv.ReplicationLatencyMs, v)
+			}
 		}
 		src := partKey{f.Name, p.Topic, p.Partition}
-		if v, ok := s.lost[src]; ok {
+		if v, ok := d.last.lost[src]; ok {
 			pv.RecordsLost = &v
-			if at, ok := s.gaps[src]; ok {
+			if at, ok := d.last.gaps[src]; ok {
 				pv.LastGap = &at
 			}
 		}
@@ -171,10 +129,8 @@ func viewOf(f runner.FlowStatus, s sampled) flowView {
 		fv.BytesPerSecond += pv.BytesPerSecond
 		fv.Partitions = append(fv.Partitions, pv)
 	}
-	for k, v := range s.checkpoint {
-		if k.flow == f.Name {
-			fv.CheckpointLatencyMs = maxOf(fv.CheckpointLatencyMs, v)
-		}
+	if v, ok := d.cpMax[f.Name]; ok {
+		fv.CheckpointLatencyMs = &v
 	}
 	return fv
 }
@@ -220,14 +176,12 @@ type gapView struct {
 // and history of the last sample.
 func (d *Dashboard) Snapshot(now time.Time) Snapshot {
 	flows := d.cfg.Source.Status()
-	d.mu.Lock()
-	s := d.last
-	d.mu.Unlock()
-	parts := d.hist.Last(sparkPoints, partPrefix)
+	parts := d.parts.Last(sparkPoints, partPrefix)
 	out := Snapshot{Now: now, IntervalSeconds: d.cfg.Interval.Seconds(), Flows: []flowView{},
 		History: d.hist.Last(0, flowPrefix), Checkpoints: []checkpointView{}, Gaps: []gapView{}, Errors: []LogRecord{}}
+	d.mu.Lock()
 	for _, f := range flows {
-		fv := viewOf(f, s)
+		fv := d.viewOf(f)
 		for i, p := range fv.Partitions {
 			pk := partSeries(f.Name, p.Remote, p.Partition)
 			fv.Partitions[i].LagHistory = parts.Series[pk+seriesLag]
@@ -238,11 +192,17 @@ func (d *Dashboard) Snapshot(now time.Time) Snapshot {
 		}
 		out.Flows = append(out.Flows, fv)
 	}
-	if d.cfg.Metrics != nil {
-		for _, c := range d.cfg.Metrics.LastCheckpoints.All() {
+	d.mu.Unlock()
+	if m := d.cfg.Metrics; m != nil {
+		latency := map[cpKeyOf]float64{}
+		m.CheckpointLatencyMs.EachLast(func(l []string, last float64) {
+			p, _ := strconv.ParseInt(l[4], 10, 32)
+			latency[cpKeyOf{l[0] + "->" + l[1], l[2], l[3], int32(p)}] = last
+		})
+		for _, c := range m.LastCheckpoints.All() {
 			flow := c.Source + "->" + c.Target
 			cv := checkpointView{Flow: flow, Group: c.Group, Topic: c.Topic, Partition: c.Partition, Upstream: c.Upstream, Downstream: c.Downstream, At: c.At}
-			if v, ok := s.checkpoint[cpKeyOf{flow, c.Group, c.Topic, c.Partition}]; ok {
+			if v, ok := latency[cpKeyOf{flow, c.Group, c.Topic, c.Partition}]; ok {
 				cv.LatencyMs = &v
 			}
 			out.Checkpoints = append(out.Checkpoints, cv)

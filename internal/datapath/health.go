@@ -7,7 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
@@ -22,8 +23,8 @@ const (
 // HealthConfig tunes a Health.
 type HealthConfig struct {
 	SourceAlias, TargetAlias string
-	// Admin lists the source partitions' last stable offsets.
-	Admin *kadm.Client
+	// Source lists the source partitions' offsets (an admin client).
+	Source *kgo.Client
 	// StallAfter: a partition behind the source whose progress has not
 	// moved for this long is stalled. LagAfter: one whose oldest record
 	// not yet copied is at least this old is lagging.
@@ -47,13 +48,14 @@ type Health struct {
 	eng Engine
 	log *slog.Logger
 
-	mu    sync.Mutex
-	parts map[progress.TP]*watch
+	mu     sync.Mutex
+	parts  map[progress.TP]*watch
+	checks int64                    // Checks begun
+	ends   *kmsg.ListOffsetsRequest // of parts' last stable offsets; nil when they changed
 }
 
 // watch is what Health knows of one partition.
 type watch struct {
-	remote  string
 	done    int64     // progress seen at the last check
 	movedAt time.Time // when done last changed (or the partition was first seen)
 	start   int64     // source log start at the last check
@@ -64,6 +66,10 @@ type watch struct {
 	state   string
 	lag     int64
 	lagSec  float64
+	seen    int64 // the Check that last listed it
+
+	checked bool                  // state and lag are known
+	series  *metrics.HealthSeries // labels of its metrics; nil without
 }
 
 type sample struct {
@@ -85,7 +91,11 @@ func NewHealth(cfg HealthConfig, eng Engine, log *slog.Logger) *Health {
 	if cfg.Interval <= 0 {
 		cfg.Interval = min(cfg.StallAfter/4, 5*time.Second)
 	}
-	return &Health{cfg: cfg, eng: eng, log: log, parts: make(map[progress.TP]*watch)}
+	h := &Health{cfg: cfg, eng: eng, log: log, parts: make(map[progress.TP]*watch)}
+	if cfg.Metrics != nil {
+		cfg.Metrics.Partitions.Add(h)
+	}
+	return h
 }
 
 // Run checks every Interval until ctx ends.
@@ -96,7 +106,7 @@ func (h *Health) Run(ctx context.Context) {
 		h.Check(ctx, time.Now())
 		select {
 		case <-ctx.Done():
-			h.forget(nil)
+			h.forget()
 			return
 		case <-t.C:
 		}
@@ -104,47 +114,30 @@ func (h *Health) Run(ctx context.Context) {
 }
 
 // Check lists the source offsets of the assigned partitions, updates their
-// state and restarts the stalled ones that have nothing in flight.
+// state and restarts the stalled ones that have nothing in flight. Each
+// check lists the last stable offset of every partition, in one request
+// per leader kept while the partitions stay the same, and the log start
+// only of those behind (of one caught up, the lag is 0 whatever the log
+// start). Metrics read the last check's values when scraped.
 func (h *Health) Check(ctx context.Context, now time.Time) {
 	st := h.eng.Status()
-	topics := make(map[string]bool)
-	for _, s := range st {
-		topics[s.Topic] = true
-	}
-	var ends, starts kadm.ListedOffsets
-	if len(topics) > 0 {
-		names := make([]string, 0, len(topics))
-		for t := range topics {
-			names = append(names, t)
-		}
+	if ends := h.track(st, now); ends != nil {
 		lctx, cancel := context.WithTimeout(ctx, h.cfg.Interval)
-		ends, _ = h.cfg.Admin.ListCommittedOffsets(lctx, names...)
-		starts, _ = h.cfg.Admin.ListStartOffsets(lctx, names...)
-		cancel()
+		defer cancel()
+		behind := h.behind(st, h.cfg.Source.RequestSharded(lctx, ends), now)
+		if len(behind) > 0 {
+			starts := h.cfg.Source.RequestSharded(lctx, offsetsRequest(behind, -2, h.cfg.Interval))
+			h.mu.Lock()
+			h.listed(starts, func(w *watch, start int64) { w.start = start })
+			h.mu.Unlock()
+		}
 	}
 	var restart []PartitionStatus
 	h.mu.Lock()
-	seen := make(map[progress.TP]bool, len(st))
 	for _, s := range st {
-		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
-		seen[tp] = true
-		w := h.parts[tp]
+		w := h.parts[progress.TP{Topic: s.Topic, Partition: s.Partition}]
 		if w == nil {
-			w = &watch{remote: s.Remote, done: s.Done, movedAt: now, end: -1}
-			h.parts[tp] = w
-		}
-		if s.Done != w.done {
-			w.done, w.movedAt = s.Done, now
-		}
-		if o, ok := ends.Lookup(s.Topic, s.Partition); ok && o.Err == nil {
-			w.end = o.Offset
-			w.samples = append(w.samples, sample{now, o.Offset})
-			if len(w.samples) > maxSamples {
-				w.samples = w.samples[1:]
-			}
-		}
-		if o, ok := starts.Lookup(s.Topic, s.Partition); ok && o.Err == nil {
-			w.start = o.Offset
+			continue
 		}
 		w.lag, w.lagSec = w.lagOf(now)
 		w.state = h.stateOf(s, w, now)
@@ -152,10 +145,9 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 			restart = append(restart, s)
 			w.movedAt = now // give the restart a whole StallAfter
 		}
+		w.checked = true
 	}
 	h.mu.Unlock()
-	h.forget(seen)
-	h.export(st)
 	for _, s := range restart {
 		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
 		if !h.eng.Restart(ctx, tp) {
@@ -167,6 +159,115 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 			m.PartitionRestarts.WithLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, strconv.Itoa(int(s.Partition)), "stalled").Inc()
 		}
 	}
+}
+
+// track watches the partitions of st, forgets those no longer in it and
+// notes progress that moved; it returns the request for their last
+// stable offsets (nil: no partitions).
+func (h *Health) track(st []PartitionStatus, now time.Time) *kmsg.ListOffsetsRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks++
+	for _, s := range st {
+		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
+		w := h.parts[tp]
+		if w == nil {
+			w = h.watch(s, now)
+			h.parts[tp] = w
+			h.ends = nil
+		}
+		w.seen = h.checks
+		if s.Done != w.done {
+			w.done, w.movedAt = s.Done, now
+		}
+	}
+	if len(h.parts) != len(st) {
+		h.forgetLocked(h.checks)
+	}
+	if h.ends == nil && len(h.parts) > 0 {
+		tps := make([]progress.TP, 0, len(h.parts))
+		for tp := range h.parts {
+			tps = append(tps, tp)
+		}
+		h.ends = offsetsRequest(tps, -1, h.cfg.Interval)
+	}
+	return h.ends
+}
+
+// offsetsRequest asks for the offsets of tps at timestamp: -1 the last
+// stable offset, -2 the log start.
+func offsetsRequest(tps []progress.TP, timestamp int64, timeout time.Duration) *kmsg.ListOffsetsRequest {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = 1 // read_committed: the last stable offset
+	req.TimeoutMillis = int32(timeout.Milliseconds())
+	topic := make(map[string]int)
+	for _, tp := range tps {
+		i, ok := topic[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			topic[tp.Topic] = i
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition, p.Timestamp = tp.Partition, timestamp
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	return req
+}
+
+// watch starts watching the partition of s, with its metric series.
+func (h *Health) watch(s PartitionStatus, now time.Time) *watch {
+	w := &watch{done: s.Done, movedAt: now, end: -1}
+	if m := h.cfg.Metrics; m != nil {
+		w.series = m.Partitions.Series(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, strconv.Itoa(int(s.Partition)), States)
+	}
+	return w
+}
+
+// listed calls set with the watch and offset of every partition that
+// shards listed without error; h.mu is held.
+func (h *Health) listed(shards []kgo.ResponseShard, set func(*watch, int64)) {
+	for _, sh := range shards {
+		resp, ok := sh.Resp.(*kmsg.ListOffsetsResponse)
+		if sh.Err != nil || !ok {
+			continue
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if w := h.parts[progress.TP{Topic: t.Topic, Partition: p.Partition}]; w != nil && p.ErrorCode == 0 {
+					set(w, p.Offset)
+				}
+			}
+		}
+	}
+}
+
+// behind takes the last stable offsets that ends listed and returns the
+// partitions in st that have not copied up to theirs.
+func (h *Health) behind(st []PartitionStatus, ends []kgo.ResponseShard, now time.Time) []progress.TP {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.listed(ends, func(w *watch, end int64) {
+		w.end = end
+		// A sample only where the end moved: lagOf looks for the first
+		// sample past a position.
+		if n := len(w.samples); n == 0 || w.samples[n-1].end != end {
+			if n == maxSamples {
+				w.samples = append(w.samples[:0], w.samples[1:]...)
+			}
+			w.samples = append(w.samples, sample{now, end})
+		}
+	})
+	var tps []progress.TP
+	for _, s := range st {
+		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
+		if w := h.parts[tp]; w != nil && w.done+1 < w.end {
+			tps = append(tps, tp)
+		}
+	}
+	return tps
 }
 
 // lagOf returns how many records of the source are not yet copied and at
@@ -225,51 +326,41 @@ func (h *Health) Annotate(st []PartitionStatus) []PartitionStatus {
 // States lists every partition state, for the state metric.
 var States = []string{Running, Lagging, Stalled, Paused, Restarting, Stopped}
 
-// export sets the lag and state metrics of the partitions in st.
-func (h *Health) export(st []PartitionStatus) {
-	m := h.cfg.Metrics
-	if m == nil {
-		return
-	}
+// ReportHealth reports the lag and state of every checked partition
+// (metrics.HealthReporter).
+func (h *Health) ReportHealth(report func(s *metrics.HealthSeries, lag int64, lagSeconds float64, state int)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, s := range st {
-		w := h.parts[progress.TP{Topic: s.Topic, Partition: s.Partition}]
-		if w == nil {
+	for _, w := range h.parts {
+		if w.series == nil || !w.checked {
 			continue
 		}
-		part := strconv.Itoa(int(s.Partition))
-		m.PartitionLag.WithLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, part).Set(float64(w.lag))
-		m.PartitionLagSeconds.WithLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, part).Set(w.lagSec)
-		for _, state := range States {
-			v := 0.0
-			if state == w.state {
-				v = 1
+		for i, st := range States {
+			if st == w.state {
+				report(w.series, w.lag, w.lagSec, i)
+				break
 			}
-			m.PartitionState.WithLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, part, state).Set(v)
 		}
 	}
 }
 
-// forget drops the partitions not in keep (all with nil) and their
-// metric series.
-func (h *Health) forget(keep map[progress.TP]bool) {
+// forget drops every partition, and so their metric series.
+func (h *Health) forget() {
+	if m := h.cfg.Metrics; m != nil {
+		m.Partitions.Remove(h)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	m := h.cfg.Metrics
+	h.forgetLocked(h.checks + 1)
+}
+
+// forgetLocked drops the partitions not seen by Check number check (and
+// so their metric series); h.mu is held.
+func (h *Health) forgetLocked(check int64) {
 	for tp, w := range h.parts {
-		if keep[tp] {
-			continue
-		}
-		delete(h.parts, tp)
-		if m == nil {
-			continue
-		}
-		part := strconv.Itoa(int(tp.Partition))
-		m.PartitionLag.DeleteLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, w.remote, part)
-		m.PartitionLagSeconds.DeleteLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, w.remote, part)
-		for _, state := range States {
-			m.PartitionState.DeleteLabelValues(h.cfg.SourceAlias, h.cfg.TargetAlias, w.remote, part, state)
+		if w.seen != check {
+			delete(h.parts, tp)
+			h.ends = nil
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -105,7 +106,8 @@ func (e *statusEngine) set(i int, done int64, inflight int) {
 // TestHealthCheck runs Check against a kfake source holding 10 records in
 // t:0 and t:1: lag and state follow the engine's progress, a stalled
 // partition with nothing in flight is restarted once per StallAfter, one
-// with records in flight is not, and the metrics say the same.
+// with records in flight is not, the lag counts from the log start where
+// retention took records not yet copied, and the metrics say the same.
 func TestHealthCheck(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
 	if err != nil {
@@ -132,7 +134,7 @@ func TestHealthCheck(t *testing.T) {
 		{Topic: "t", Partition: 0, Remote: "A.t", Done: 4, State: Running},
 		{Topic: "t", Partition: 1, Remote: "A.t", Done: 4, State: Running, InFlight: 3},
 	}}
-	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Admin: kadm.NewClient(cl),
+	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Source: cl,
 		StallAfter: time.Minute, LagAfter: 30 * time.Second, Metrics: m}, eng, slog.New(slog.NewTextHandler(&logs, nil)))
 	t0 := time.Now()
 	state := func(p int) string { return h.Annotate(eng.Status())[p].State }
@@ -142,7 +144,7 @@ func TestHealthCheck(t *testing.T) {
 	if st[0].Lag != 5 || st[0].SourceEnd != 10 || st[0].State != Running || st[1].Lag != 5 {
 		t.Fatalf("after first check: %+v", st)
 	}
-	if got := testutil.ToFloat64(m.PartitionLag.WithLabelValues("A", "B", "A.t", "0")); got != 5 {
+	if got := healthMetric(t, m, "kmirror_partition_lag_records", "A.t", "0", ""); got != 5 {
 		t.Errorf("lag metric %v, want 5", got)
 	}
 
@@ -165,7 +167,7 @@ func TestHealthCheck(t *testing.T) {
 	if n := NotReady(h.Annotate(eng.Status())); n != 2 {
 		t.Errorf("not ready %d, want 2", n)
 	}
-	if got := testutil.ToFloat64(m.PartitionState.WithLabelValues("A", "B", "A.t", "1", Stalled)); got != 1 {
+	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "1", Stalled); got != 1 {
 		t.Errorf("state metric stalled %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.PartitionRestarts.WithLabelValues("A", "B", "A.t", "0", "stalled")); got != 1 {
@@ -187,11 +189,63 @@ func TestHealthCheck(t *testing.T) {
 		}
 	}
 
+	// Behind again where retention took the next records: the lag
+	// counts from the log start (listed only for a partition behind).
+	for i := 0; i < 5; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Partition: 0, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var del kadm.Offsets
+	del.Add(kadm.Offset{Topic: "t", Partition: 0, At: 12})
+	if _, err := kadm.NewClient(cl).DeleteRecords(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	h.Check(ctx, t0.Add(125*time.Second))
+	if st := h.Annotate(eng.Status()); st[0].Lag != 3 || st[0].SourceEnd != 15 || st[1].Lag != 0 {
+		t.Errorf("after retention took 10..11 of t:0: %+v; want lag 3 of 15 on t:0, none on t:1", st)
+	}
+	if got := healthMetric(t, m, "kmirror_partition_lag_records", "A.t", "0", ""); got != 3 {
+		t.Errorf("lag metric %v, want 3", got)
+	}
+
 	eng.mu.Lock()
 	eng.st = eng.st[:1] // t:1 moved to another worker
 	eng.mu.Unlock()
 	h.Check(ctx, t0.Add(130*time.Second))
-	if n := testutil.CollectAndCount(m.PartitionState); n != len(States) {
+	if n := testutil.CollectAndCount(m.Partitions, "kmirror_partition_state"); n != len(States) {
 		t.Errorf("%d state series, want %d (t:1's removed)", n, len(States))
 	}
+}
+
+// healthMetric is the value of a health series of flow A->B gathered from
+// m's registry, NaN when there is none; state "" for lag series.
+func healthMetric(t *testing.T, m *metrics.Metrics, name, topic, partition, state string) float64 {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"source": "A", "target": "B", "topic": topic, "partition": partition}
+	if state != "" {
+		want["state"] = state
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, mt := range mf.GetMetric() {
+			if len(mt.GetLabel()) != len(want) {
+				continue
+			}
+			for _, lp := range mt.GetLabel() {
+				if want[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			return mt.GetGauge().GetValue()
+		}
+	}
+	return math.NaN()
 }

@@ -35,7 +35,8 @@ type running struct {
 	topics             *policy.Filter
 	exclude            *regexp.Regexp
 	srcAdm, tgtAdm     *kadm.Client
-	tgtConn            []kgo.Opt // target connection options, for readers
+	srcAdmCl           *kgo.Client // of srcAdm
+	tgtConn            []kgo.Opt   // target connection options, for readers
 	consumer, producer *kgo.Client
 	group              string // consumer group in group mode, or ""
 	hooks              *groupHooks
@@ -58,7 +59,7 @@ func (r *running) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.srcAdm, r.tgtAdm, r.tgtConn = kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl), tgtConn
+	r.srcAdm, r.tgtAdm, r.tgtConn, r.srcAdmCl = kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl), tgtConn, srcAdmCl
 	if err := reachable(ctx, r.srcAdm, c.Source); err != nil {
 		return err
 	}
@@ -225,7 +226,7 @@ func (r *running) build(ctx context.Context) error {
 	}
 	r.hooks.adapter.Engine = r.rep
 	r.health = datapath.NewHealth(datapath.HealthConfig{
-		SourceAlias: c.Source, TargetAlias: c.Target, Admin: r.srcAdm,
+		SourceAlias: c.Source, TargetAlias: c.Target, Source: r.srcAdmCl,
 		StallAfter: c.StallTimeout, LagAfter: c.LagThreshold, Metrics: f.m,
 	}, r.rep, f.log)
 	r.syncer = &topicsync.Syncer{

@@ -21,12 +21,46 @@ type RateVec struct {
 	now    func() time.Time
 
 	mu   sync.Mutex
-	hist map[string][]sample
+	hist map[string]*Rate
 }
 
 type sample struct {
 	at time.Time
 	v  float64
+}
+
+// Rate is the per-second growth of a counter over about the last
+// windowSpan, from the values it is given.
+type Rate struct {
+	h []sample // the window and the newest sample before it, the base
+}
+
+// Add records the counter's value v at now and returns its rate; ok is
+// false until two samples some time apart were given.
+func (r *Rate) Add(now time.Time, v float64) (rate float64, ok bool) {
+	r.h = append(r.h, sample{now, v})
+	cut := 0
+	for cut+1 < len(r.h) && now.Sub(r.h[cut+1].at) >= windowSpan {
+		cut++
+	}
+	if cut > 0 {
+		r.h = r.h[:copy(r.h, r.h[cut:])]
+	}
+	if len(r.h) < 2 {
+		return 0, false
+	}
+	base, last := r.h[0], r.h[len(r.h)-1]
+	secs := last.at.Sub(base.at).Seconds()
+	if secs <= 0 {
+		return 0, false
+	}
+	return (last.v - base.v) / secs, true
+}
+
+// Idled forgets the samples of a counter that stood at v for a window or
+// more before now: the next Add measures its growth over the window.
+func (r *Rate) Idled(now time.Time, v float64) {
+	r.h = append(r.h[:0], sample{now.Add(-windowSpan), v})
 }
 
 // NewRateVec describes the rate of src, whose labels are labels.
@@ -36,7 +70,7 @@ func NewRateVec(name, help string, src *prometheus.CounterVec, labels []string) 
 		src:    src,
 		labels: labels,
 		now:    time.Now,
-		hist:   make(map[string][]sample),
+		hist:   make(map[string]*Rate),
 	}
 }
 
@@ -66,23 +100,14 @@ func (r *RateVec) Collect(ch chan<- prometheus.Metric) {
 		}
 		key := strings.Join(values, "\xff")
 		seen[key] = true
-		h := append(r.hist[key], sample{now, d.Counter.GetValue()})
-		// Keep the window and the newest sample before it, the base.
-		cut := 0
-		for cut+1 < len(h) && now.Sub(h[cut+1].at) >= windowSpan {
-			cut++
+		rt := r.hist[key]
+		if rt == nil {
+			rt = &Rate{}
+			r.hist[key] = rt
 		}
-		h = append(h[:0:0], h[cut:]...)
-		r.hist[key] = h
-		if len(h) < 2 {
-			continue
+		if rate, ok := rt.Add(now, d.Counter.GetValue()); ok {
+			ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, rate, values...)
 		}
-		base, last := h[0], h[len(h)-1]
-		secs := last.at.Sub(base.at).Seconds()
-		if secs <= 0 {
-			continue
-		}
-		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, (last.v-base.v)/secs, values...)
 	}
 	for k := range r.hist {
 		if !seen[k] {

@@ -52,6 +52,16 @@ func (w *Window) Set(v float64) {
 	w.mu.Unlock()
 }
 
+// Last returns the last measurement (0 before any); on a nil Window, 0.
+func (w *Window) Last() float64 {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
 // roll starts a new bucket every half window; w.mu is held.
 func (w *Window) roll() {
 	now := w.now()
@@ -139,6 +149,16 @@ func (v *WindowVec) WithLabelValues(values ...string) *Window {
 		}
 	}
 	return v.With(l)
+}
+
+// EachLast calls f with the label values and last measurement of every
+// Window of the family; f must not keep values or call into v.
+func (v *WindowVec) EachLast(f func(values []string, last float64)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, e := range v.m {
+		f(e.values, e.w.Last())
+	}
 }
 
 // Describe implements prometheus.Collector.
