@@ -154,14 +154,18 @@ func (pl *Pipeline) buildFetchLocked(ls *laneState) (*kmsg.FetchRequest, *fetchP
 		}
 		delete(ls.pending, tp)
 	}
-	if kept == 0 {
-		// Nothing left to fetch on this lane: close the session.
+	switch {
+	case kept > 0:
+	case len(ls.members) == 0:
+		// The lane carries no partition any more: close the session.
 		for tp := range plan.listed {
 			delete(pl.sessOf, tp)
 		}
 		req.Topics, req.ForgottenTopics = nil, nil
 		req.SessionEpoch, req.MaxWaitMillis = -1, 0
 		plan = &fetchPlan{epoch: -1, close: true}
+	case len(plan.listed) == 0 && len(plan.forgot) == 0:
+		return nil, nil // an empty session, kept for the partitions to come back
 	}
 	return req, plan
 }
@@ -249,10 +253,12 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 			gots = append(gots, got{fetchAsk{p: e.p, offset: e.offset, gen: e.gen, maxBytes: e.p.maxBytes}, rp})
 		}
 	}
+	pl.stats.forgotten += len(plan.forgot)
 	switch {
 	case plan.close || ls.noSess || fr.Version < 7 || fr.SessionID == 0:
-		// No session on the broker: the next fetch lists every
-		// partition again (and tries for a session, if it may).
+		// No session on the broker (it also ends one that has no
+		// partition left): the next fetch lists every partition again
+		// (and asks for a session, if it may).
 		for tp := range plan.listed {
 			if pl.sessOf[tp] == ls {
 				delete(pl.sessOf, tp)
@@ -268,7 +274,6 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 		if plan.epoch > 0 {
 			pl.stats.incremental++
 		}
-		pl.stats.forgotten += len(plan.forgot)
 		ls.id, ls.epoch = fr.SessionID, nextEpoch(plan.epoch)
 		for tp, e := range plan.listed {
 			ls.sess[tp] = e

@@ -275,6 +275,7 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 	}
 	pcancel()
 	pl.wg.Wait()
+	pl.closeSessions()
 	cctx, ccancel := context.WithTimeout(context.Background(), max(drain/2, 5*time.Second))
 	defer ccancel()
 	return errors.Join(drainErr, pl.Commit(cctx))

@@ -1,7 +1,11 @@
 package passthrough
 
 import (
+	"context"
+	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/progress"
 )
@@ -157,4 +161,32 @@ func nextEpoch(e int32) int32 {
 		return 1
 	}
 	return e + 1
+}
+
+// closeSessions ends the lanes' fetch sessions on their brokers, which
+// would otherwise keep them in their session caches until evicted. It
+// runs once nothing else fetches.
+func (pl *Pipeline) closeSessions() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	pl.mu.Lock()
+	for _, ls := range pl.lanes {
+		if ls.id == 0 || ls.noSess {
+			continue
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.SessionID, req.SessionEpoch = ls.id, -1
+		req.MaxBytes, req.MinBytes, req.IsolationLevel = pl.cfg.FetchMaxBytes, 1, 1
+		pl.resetLocked(ls)
+		ls.id = 0
+		br := pl.sources[ls.l.client].Broker(int(ls.l.broker))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = br.Request(ctx, req) // the broker evicts it anyway
+		}()
+	}
+	pl.mu.Unlock()
+	wg.Wait()
 }
