@@ -29,8 +29,17 @@ type fetchAsk struct {
 	maxBytes int
 }
 
+// fetchPlan is one fetch as built: the partitions listed in it, those it
+// has the broker forget, and whether it closes the session.
+type fetchPlan struct {
+	epoch  int32
+	listed map[progress.TP]sessPart
+	forgot []progress.TP
+	close  bool
+}
+
 // startFetches sends one fetch on every lane that has a partition with
-// room in its buffer and no fetch in flight.
+// room in its buffer (or a session to update) and no fetch in flight.
 func (pl *Pipeline) startFetches(ctx context.Context) {
 	if pl.Paused() {
 		return
@@ -38,58 +47,127 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	now := time.Now()
-	led := map[lane]int{} // partitions fetched on each lane
-	for _, p := range pl.parts {
-		if !p.stopped && !p.revoked && p.srcLeader >= 0 {
-			led[lane{p.srcLeader, p.lane}]++
-		}
-	}
-	byLane := map[lane][]*partition{}
-	for _, p := range pl.parts {
-		if p.stopped || p.stopAfter != nil || p.revoked || p.fetching || p.outOfRange || p.next < 0 || p.srcLeader < 0 || now.Before(p.retryAt) {
+	pl.settleLocked(now)
+	for _, ls := range pl.lanes {
+		if ls.fetching || now.Before(ls.retryAt) || (len(ls.want) == 0 && len(ls.sess) == 0) {
 			continue
 		}
-		l := lane{p.srcLeader, p.lane}
-		if pl.fetching[l] || p.queued >= 4*int64(pl.partitionBytes(led[l])) {
-			continue
-		}
-		byLane[l] = append(byLane[l], p)
-	}
-	for l, ps := range byLane {
 		if pl.buffered > 0 && pl.buffered+int64(pl.fetchesIn+1)*int64(pl.cfg.FetchMaxBytes) > pl.cfg.BufferBytes {
 			return
 		}
-		req := kmsg.NewPtrFetchRequest()
-		req.MaxWaitMillis = int32(pl.cfg.FetchMaxWait.Milliseconds())
-		req.MinBytes = 1
-		req.MaxBytes = pl.cfg.FetchMaxBytes
-		req.IsolationLevel = 1 // read_committed
-		partBytes := pl.partitionBytes(led[l])
-		asks := map[progress.TP]fetchAsk{}
-		byTopic := map[string]int{}
-		for _, p := range ps {
-			i, ok := byTopic[p.tp.Topic]
-			if !ok {
-				t := kmsg.NewFetchRequestTopic()
-				t.Topic, t.TopicID = p.tp.Topic, p.srcID
-				req.Topics = append(req.Topics, t)
-				i = len(req.Topics) - 1
-				byTopic[p.tp.Topic] = i
-			}
-			rp := kmsg.NewFetchRequestTopicPartition()
-			rp.Partition = p.tp.Partition
-			rp.CurrentLeaderEpoch = p.srcEpoch
-			rp.FetchOffset = p.next
-			rp.PartitionMaxBytes = partBytes
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-			asks[p.tp] = fetchAsk{p: p, offset: p.next, gen: p.gen, maxBytes: p.maxBytes}
-			p.fetching = true
+		req, plan := pl.buildFetchLocked(ls)
+		if req == nil {
+			continue
 		}
-		pl.fetching[l] = true
+		ls.fetching = true
 		pl.fetchesIn++
 		pl.wg.Add(1)
-		go pl.fetch(ctx, l, req, asks)
+		go pl.fetch(ctx, ls, req, plan)
 	}
+}
+
+// buildFetchLocked returns the next fetch of ls, or nil if there is
+// nothing to ask. Without a session (a new one, or a broker without
+// them) the fetch lists every partition that may fetch; in a session
+// only those that changed.
+func (pl *Pipeline) buildFetchLocked(ls *laneState) (*kmsg.FetchRequest, *fetchPlan) {
+	for tp := range ls.pending {
+		// A partition whose topic ID changed is keyed apart in the
+		// broker's session: the session starts over.
+		if p, s := ls.want[tp], ls.sess[tp]; p != nil && s.p != nil && s.topicID != p.srcID {
+			pl.resetLocked(ls)
+			break
+		}
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = int32(pl.cfg.FetchMaxWait.Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = pl.cfg.FetchMaxBytes
+	req.IsolationLevel = 1 // read_committed
+	plan := &fetchPlan{listed: map[progress.TP]sessPart{}}
+	if !ls.noSess {
+		req.SessionID, req.SessionEpoch = ls.id, ls.epoch
+	}
+	plan.epoch = req.SessionEpoch
+	byTopic := map[string]int{}
+	list := func(p *partition) bool {
+		if o := pl.sessOf[p.tp]; o != nil && o != ls {
+			return false // still in the session of the lane it left
+		}
+		e := ls.entry(p)
+		i, ok := byTopic[p.tp.Topic]
+		if !ok {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = p.tp.Topic, p.srcID
+			req.Topics = append(req.Topics, t)
+			i = len(req.Topics) - 1
+			byTopic[p.tp.Topic] = i
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = p.tp.Partition
+		rp.CurrentLeaderEpoch = e.epoch
+		rp.FetchOffset = e.offset
+		rp.PartitionMaxBytes = e.maxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		plan.listed[p.tp] = e
+		pl.sessOf[p.tp] = ls
+		return true
+	}
+	if ls.noSess || ls.epoch == 0 {
+		clear(ls.pending)
+		for tp, p := range ls.want {
+			if !list(p) {
+				ls.pending[tp] = struct{}{}
+			}
+		}
+		if len(plan.listed) == 0 {
+			return nil, nil
+		}
+		return req, plan
+	}
+	forgot := map[string]int{}
+	kept := len(ls.sess)
+	for tp := range ls.pending {
+		p := ls.want[tp]
+		s, in := ls.sess[tp]
+		switch {
+		case p != nil && in && s == ls.entry(p):
+		case p != nil:
+			if !list(p) {
+				continue // stays pending
+			}
+			if !in {
+				kept++
+			}
+		case in:
+			i, ok := forgot[tp.Topic]
+			if !ok {
+				t := kmsg.NewFetchRequestForgottenTopic()
+				t.Topic, t.TopicID = tp.Topic, s.topicID
+				req.ForgottenTopics = append(req.ForgottenTopics, t)
+				i = len(req.ForgottenTopics) - 1
+				forgot[tp.Topic] = i
+			}
+			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
+			plan.forgot = append(plan.forgot, tp)
+			kept--
+		}
+		delete(ls.pending, tp)
+	}
+	switch {
+	case kept > 0:
+	case len(ls.members) == 0:
+		// The lane carries no partition any more: close the session.
+		for tp := range plan.listed {
+			delete(pl.sessOf, tp)
+		}
+		req.Topics, req.ForgottenTopics = nil, nil
+		req.SessionEpoch, req.MaxWaitMillis = -1, 0
+		plan = &fetchPlan{epoch: -1, close: true}
+	case len(plan.listed) == 0 && len(plan.forgot) == 0:
+		return nil, nil // an empty session, kept for the partitions to come back
+	}
+	return req, plan
 }
 
 // partitionBytes is the most one partition may fill of a fetch on a lane
@@ -104,52 +182,112 @@ func (pl *Pipeline) partitionBytes(n int) int32 {
 	return min(max(share, DefaultPartitionMaxBytes), MaxAutoPartitionBytes, max(pl.cfg.FetchMaxBytes, DefaultPartitionMaxBytes))
 }
 
-// fetch runs one fetch request and hands each partition's data on.
-func (pl *Pipeline) fetch(ctx context.Context, l lane, req *kmsg.FetchRequest, asks map[progress.TP]fetchAsk) {
+// sessionErrs mean the broker lost or refused the fetch session.
+var sessionErrs = []error{kerr.FetchSessionIDNotFound, kerr.InvalidFetchSessionEpoch, kerr.FetchSessionTopicIDError, kerr.InconsistentTopicID}
+
+// fetch runs one fetch request, brings the lane's session up to date and
+// hands each partition's data on.
+func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchRequest, plan *fetchPlan) {
 	defer pl.wg.Done()
 	defer func() {
 		pl.mu.Lock()
-		delete(pl.fetching, l)
+		ls.fetching = false
 		pl.fetchesIn--
-		for _, a := range asks {
-			a.p.fetching = false
-		}
 		pl.mu.Unlock()
 		pl.wake()
 	}()
-	byID := map[[16]byte]string{}
-	for _, t := range req.Topics {
-		byID[t.TopicID] = t.Topic
-	}
-	resp, err := pl.sources[l.client].Broker(int(l.broker)).Request(ctx, req)
+	resp, err := pl.sources[ls.l.client].Broker(int(ls.l.broker)).Request(ctx, req)
+	var fr *kmsg.FetchResponse
 	if err == nil {
-		if fr := resp.(*kmsg.FetchResponse); fr.ErrorCode != 0 {
-			err = kerr.ErrorForCode(fr.ErrorCode)
-		}
+		fr = resp.(*kmsg.FetchResponse)
+		err = kerr.ErrorForCode(fr.ErrorCode)
 	}
+	pl.mu.Lock()
 	if err != nil {
-		if ctx.Err() == nil {
-			pl.cfg.Log.Warn("passthrough: fetch failed; refreshing metadata", "broker", l.broker, "err", err)
-			pl.mu.Lock()
-			pl.needMeta = true
-			for _, a := range asks {
-				a.p.retryAt = time.Now().Add(200 * time.Millisecond)
+		for tp := range plan.listed {
+			if pl.sessOf[tp] == ls {
+				delete(pl.sessOf, tp)
 			}
-			pl.mu.Unlock()
 		}
+		pl.resetLocked(ls)
+		pl.stats.resets++
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, kerr.FetchSessionIDNotFound) && plan.epoch == 0:
+			// The broker has no room for a new session.
+			ls.noSess = true
+			pl.cfg.Log.Info("passthrough: the source broker has no fetch session for this flow; fetching without one", "broker", ls.l.broker, "err", err)
+		case datapath.IsAny(err, sessionErrs[:2]):
+			pl.cfg.Log.Debug("passthrough: fetch session reset", "broker", ls.l.broker, "err", err)
+		default:
+			pl.cfg.Log.Warn("passthrough: fetch failed; refreshing metadata", "broker", ls.l.broker, "err", err)
+			pl.needMeta = true
+			ls.retryAt = time.Now().Add(200 * time.Millisecond)
+		}
+		pl.mu.Unlock()
 		return
 	}
-	for _, t := range resp.(*kmsg.FetchResponse).Topics {
+	// What the broker fetched each partition from: what this fetch
+	// listed, or else what the session held.
+	type got struct {
+		a  fetchAsk
+		rp *kmsg.FetchResponseTopicPartition
+	}
+	var gots []got
+	for i := range fr.Topics {
+		t := &fr.Topics[i]
 		topic := t.Topic
 		if topic == "" {
-			topic = byID[t.TopicID]
+			topic = pl.srcNames[t.TopicID]
 		}
-		for i := range t.Partitions {
-			rp := &t.Partitions[i]
-			if a, ok := asks[progress.TP{Topic: topic, Partition: rp.Partition}]; ok {
-				pl.fetched(a, rp)
+		for j := range t.Partitions {
+			rp := &t.Partitions[j]
+			tp := progress.TP{Topic: topic, Partition: rp.Partition}
+			e, ok := plan.listed[tp]
+			if !ok {
+				e, ok = ls.sess[tp]
+			}
+			if !ok || (t.TopicID != [16]byte{} && e.topicID != [16]byte{} && t.TopicID != e.topicID) {
+				continue
+			}
+			gots = append(gots, got{fetchAsk{p: e.p, offset: e.offset, gen: e.gen, maxBytes: e.p.maxBytes}, rp})
+		}
+	}
+	pl.stats.forgotten += len(plan.forgot)
+	switch {
+	case plan.close || ls.noSess || fr.Version < 7 || fr.SessionID == 0:
+		// No session on the broker (it also ends one that has no
+		// partition left): the next fetch lists every partition again
+		// (and asks for a session, if it may).
+		for tp := range plan.listed {
+			if pl.sessOf[tp] == ls {
+				delete(pl.sessOf, tp)
 			}
 		}
+		pl.resetLocked(ls)
+		ls.id = 0
+		if fr.Version < 7 && !ls.noSess {
+			ls.noSess = true
+			pl.cfg.Log.Debug("passthrough: the source broker has no fetch sessions", "broker", ls.l.broker, "version", fr.Version)
+		}
+	default:
+		if plan.epoch > 0 {
+			pl.stats.incremental++
+		}
+		ls.id, ls.epoch = fr.SessionID, nextEpoch(plan.epoch)
+		for tp, e := range plan.listed {
+			ls.sess[tp] = e
+		}
+		for _, tp := range plan.forgot {
+			delete(ls.sess, tp)
+			if pl.sessOf[tp] == ls {
+				delete(pl.sessOf, tp)
+			}
+		}
+	}
+	pl.mu.Unlock()
+	for _, g := range gots {
+		pl.fetched(g.a, g.rp)
 	}
 }
 
@@ -172,6 +310,7 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 		case errors.Is(err, kerr.OffsetOutOfRange):
 			if p.gen == a.gen {
 				p.outOfRange = true
+				pl.oor[p] = struct{}{}
 			}
 		case errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.FencedLeaderEpoch),
 			errors.Is(err, kerr.UnknownLeaderEpoch), errors.Is(err, kerr.UnknownTopicOrPartition),
@@ -184,6 +323,7 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 			pl.cfg.Log.Warn("fetch error", "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)
 			p.retryAt = time.Now().Add(time.Second)
 		}
+		pl.touchLocked(p)
 		return
 	}
 	if len(rp.RecordBatches) == 0 {
@@ -199,6 +339,8 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 		return // the position moved while this fetch was out
 	}
 	p.next = next
+	pl.touchLocked(p)
+	pl.sendable[p] = struct{}{}
 	if bad != nil {
 		pl.badBatchLocked(p, next, bad)
 	} else {

@@ -36,6 +36,9 @@ type faultCopy struct {
 	// default 1. fetches counts the fetch requests each one sent.
 	lanes   int
 	fetches []atomic.Int64
+	// fetchInject runs for the n-th fetch request to the source (from
+	// 1), as inject does for produce requests.
+	fetchInject func(n int64, fr *kmsg.FetchRequest) (kmsg.Response, error, bool)
 	// txnID makes the copy exactly-once with this transactional ID,
 	// committed every 50 ms; the target is then read read_committed.
 	txnID string
@@ -100,6 +103,14 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	var fetchCalls atomic.Int64
+	src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		src.KeepControl()
+		if fc.fetchInject == nil {
+			return nil, nil, false
+		}
+		return fc.fetchInject(fetchCalls.Add(1), req.(*kmsg.FetchRequest))
+	})
 	dst, err := kfake.NewCluster(kfake.NumBrokers(max(fc.brokers, 1)), kfake.SeedTopics(2, "A.t", "mm2-offsets.A.internal"))
 	if err != nil {
 		t.Fatal(err)
@@ -252,8 +263,8 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	pl.mu.Lock()
 	st := pl.stats
 	pl.mu.Unlock()
-	t.Logf("%d produce requests; at most %d batches of a partition in flight, %d errors on later batches, %d producer IDs",
-		calls.Load(), st.maxInflight, st.laterErrs, st.pids)
+	t.Logf("%d produce requests; at most %d batches of a partition in flight, %d errors on later batches, %d producer IDs; %d incremental fetches, %d session resets",
+		calls.Load(), st.maxInflight, st.laterErrs, st.pids, st.incremental, st.resets)
 	return st, calls.Load()
 }
 
@@ -495,7 +506,7 @@ func TestRewind(t *testing.T) {
 }
 
 // TestRestart stands for what the watchdog meets: a partition that does
-// not fetch (here it is marked as fetching by hand, as if a fetch never
+// not fetch (here it is held back by hand, as if a fetch never
 // answered) while its source holds records. Restart gets it copying from
 // its progress; the target holds every record once.
 func TestRestart(t *testing.T) {
@@ -511,7 +522,7 @@ func TestRestart(t *testing.T) {
 		Progress: store, Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
 	pl.Assign([]datapath.Partition{{TP: tps[0], Remote: "A.t"}, {TP: tps[1], Remote: "A.t"}})
 	pl.mu.Lock()
-	pl.parts[tps[0]].fetching = true
+	pl.parts[tps[0]].retryAt = time.Now().Add(time.Hour)
 	pl.mu.Unlock()
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -578,4 +589,46 @@ func twoPartitions(ctx context.Context, t *testing.T, n int) (*kgo.Client, *kfak
 		}
 	}
 	return srcCl, dst
+}
+
+// TestFetchSessionErrors copies while the source answers some fetches
+// of the pipeline's session with the errors that end a session, or drops
+// the connection: the session starts over with a full fetch and the
+// target holds every record once, in order.
+func TestFetchSessionErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		code int16 // top-level error; 0 drops the connection
+	}{
+		{"session not found", kerr.FetchSessionIDNotFound.Code},
+		{"invalid session epoch", kerr.InvalidFetchSessionEpoch.Code},
+		{"connection dropped", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var injected, inSession atomic.Int64
+			fc := &faultCopy{records: 20000, fetchInject: func(n int64, fr *kmsg.FetchRequest) (kmsg.Response, error, bool) {
+				if fr.SessionEpoch <= 0 {
+					return nil, nil, false
+				}
+				if inSession.Add(1) > 3 {
+					return nil, nil, false
+				}
+				injected.Add(1)
+				if tc.code == 0 {
+					return nil, errors.New("connection dropped by the test"), true
+				}
+				resp := fr.ResponseKind().(*kmsg.FetchResponse)
+				resp.Version = fr.Version
+				resp.ErrorCode = tc.code
+				return resp, nil, true
+			}}
+			st, _ := fc.run(t)
+			if injected.Load() == 0 || st.resets == 0 {
+				t.Errorf("%d errors injected, %d session resets; want some of each", injected.Load(), st.resets)
+			}
+			if st.incremental == 0 {
+				t.Error("no fetch was answered in a session")
+			}
+		})
+	}
 }

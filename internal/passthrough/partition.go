@@ -52,19 +52,21 @@ type partition struct {
 	// first batch of a producer it has no state for whatever its
 	// sequence, so until one batch is acknowledged only one is in flight:
 	// a later one must not be written before an earlier one that failed.
-	ackPID   int64
-	ackAt    time.Time
-	syncq    []syncAck  // acknowledged, for the offset-sync writer
-	syncMu   sync.Mutex // keeps the offset-sync calls in order
-	fetching bool
-	seq      int32 // next base sequence under the current producer ID
-	retryAt  time.Time
-	retries  int
-	lastErr  error // the last produce or source batch error, or what stopped the partition
+	ackPID  int64
+	ackAt   time.Time
+	syncq   []syncAck  // acknowledged, for the offset-sync writer
+	syncMu  sync.Mutex // keeps the offset-sync calls in order
+	seq     int32      // next base sequence under the current producer ID
+	retryAt time.Time
+	retries int
+	lastErr error // the last produce or source batch error, or what stopped the partition
 	// badBatches counts the fetches in a row that held an unreadable batch.
 	badBatches int
 
-	lane                           int // index of the source client that fetches it
+	lane int // index of the source client that fetches it
+	// member is the lane that counts p among the partitions it carries,
+	// wantIn the one p may fetch on now (session.go); nil for none.
+	member, wantIn                 *laneState
 	srcLeader, srcEpoch, tgtLeader int32
 	srcID, tgtID                   [16]byte
 	maxBytes                       int // target max.message.bytes
@@ -140,6 +142,10 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 			from = "log end"
 		}
 		pl.parts[a.TP] = p
+		pl.touchLocked(p)
+		if p.next < 0 {
+			pl.unresolved[p] = struct{}{}
+		}
 		pl.needMeta = true
 		pl.cfg.Log.Info("replicating partition (passthrough)", "topic", a.TP.Topic, "partition", a.TP.Partition, "remote", a.Remote, "from", from)
 	}
@@ -192,6 +198,7 @@ func (v revoker) MarkRevoked(tps []progress.TP) []progress.TP {
 		p.revoked = true
 		p.gen++
 		pl.dropQueueLocked(p, true)
+		pl.touchLocked(p)
 		mine = append(mine, tp)
 	}
 	return mine
@@ -223,6 +230,8 @@ func (v revoker) Delete(tps []progress.TP) {
 		if p := pl.parts[tp]; p != nil {
 			pl.dropQueueLocked(p, false)
 			delete(pl.parts, tp)
+			delete(pl.sendable, p)
+			pl.touchLocked(p)
 		}
 	}
 }
@@ -244,6 +253,7 @@ func (pl *Pipeline) dropQueueLocked(p *partition, keepSent bool) {
 	}
 	clear(p.queue[keep:])
 	p.queue = p.queue[:keep]
+	pl.touchLocked(p)
 }
 
 // Positions returns, for every assigned partition with progress, the last
@@ -280,6 +290,7 @@ func (pl *Pipeline) outOfRange(ctx context.Context, p *partition) {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	p.outOfRange = false
+	pl.touchLocked(p)
 	want := p.next
 	resume := pl.AfterGap(p.tp, want, lr)
 	if resume != want {
@@ -314,6 +325,7 @@ func (pl *Pipeline) stopLocked(p *partition, err error) {
 		offset = p.queue[0].first
 	}
 	p.stopped, p.lastErr = true, err
+	pl.touchLocked(p)
 	if pl.eos() {
 		for _, b := range p.queue {
 			if b.tried || b.state != stUnsent {
@@ -336,16 +348,16 @@ func (pl *Pipeline) Restart(_ context.Context, tp progress.TP) bool {
 		pl.mu.Unlock()
 		return false
 	}
-	// A fetch still out is dropped when it answers; the lane it went on
-	// stays busy until then, so no second fetch of p overlaps it.
+	// A fetch still out is dropped when it answers; p joins a fetch
+	// session again once the one it was in forgot it.
 	p.gen++
-	p.fetching = false
 	if pos, ok := p.Position(); ok {
 		p.next = pos + 1
 	}
 	p.outOfRange = false
 	p.retryAt = time.Time{}
 	p.srcLeader = -1
+	pl.touchLocked(p)
 	pl.needMeta = true
 	pl.mu.Unlock()
 	pl.wake()

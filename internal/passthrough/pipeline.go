@@ -140,10 +140,16 @@ type Pipeline struct {
 	needMeta  bool
 	lastMeta  time.Time
 	sources   []*kgo.Client // Source, then MoreSources: one per lane
-	fetching  map[lane]bool // lanes with a fetch in flight
+	lanes     map[lane]*laneState
+	sessOf    map[progress.TP]*laneState // the lane whose fetch session holds a partition
+	srcNames  map[[16]byte]string        // source topic IDs
 	fetchesIn int
-	producing map[int32]int // target brokers: produce requests in flight
-	produceIn int
+	// The partitions a pass looks at (session.go): dirty and waiting for
+	// fetches, sendable (queued batches or a stop to make) for produces,
+	// unresolved (no position) and oor (out of range) for maintain.
+	dirty, waiting, sendable, unresolved, oor map[*partition]struct{}
+	producing                                 map[int32]int // target brokers: produce requests in flight
+	produceIn                                 int
 	// issued is, per target broker, closed once the last produce request
 	// issued to it is queued in franz-go: the next waits for it, so
 	// requests reach a broker in the order they were built.
@@ -164,6 +170,9 @@ type stats struct {
 	maxInflight int // most batches of one partition in flight at once
 	laterErrs   int // errors on batches that were not the oldest unacknowledged
 	pids        int // producer IDs obtained
+	incremental int // fetches answered in a session (epoch > 0)
+	forgotten   int // partitions fetches had the broker forget
+	resets      int // fetch sessions reset after an error
 }
 
 // New returns a Pipeline; call Run to start it.
@@ -190,18 +199,25 @@ func New(cfg Config) *Pipeline {
 			SourceAlias: cfg.SourceAlias, TargetAlias: cfg.TargetAlias, SourceAdmin: cfg.SourceAdmin,
 			Progress: cfg.Progress, Syncs: cfg.Syncs, Metrics: cfg.Metrics, Log: cfg.Log,
 		},
-		cfg:       cfg,
-		autoPart:  auto,
-		issued:    make(map[int32]chan struct{}),
-		tadm:      tadm,
-		dec:       decompressorOf(cfg.Source),
-		enc:       newEncoder(),
-		wakeC:     make(chan struct{}, 1),
-		parts:     make(map[progress.TP]*partition),
-		pid:       -1,
-		sources:   append([]*kgo.Client{cfg.Source}, cfg.MoreSources...),
-		fetching:  make(map[lane]bool),
-		producing: make(map[int32]int),
+		cfg:        cfg,
+		autoPart:   auto,
+		issued:     make(map[int32]chan struct{}),
+		tadm:       tadm,
+		dec:        decompressorOf(cfg.Source),
+		enc:        newEncoder(),
+		wakeC:      make(chan struct{}, 1),
+		parts:      make(map[progress.TP]*partition),
+		pid:        -1,
+		sources:    append([]*kgo.Client{cfg.Source}, cfg.MoreSources...),
+		lanes:      make(map[lane]*laneState),
+		sessOf:     make(map[progress.TP]*laneState),
+		srcNames:   make(map[[16]byte]string),
+		dirty:      make(map[*partition]struct{}),
+		waiting:    make(map[*partition]struct{}),
+		sendable:   make(map[*partition]struct{}),
+		unresolved: make(map[*partition]struct{}),
+		oor:        make(map[*partition]struct{}),
+		producing:  make(map[int32]int),
 	}
 	if cfg.TransactionalID != "" {
 		pl.txn = &txnState{id: cfg.TransactionalID, added: make(map[progress.TP]bool), offSeq: make(map[int32]int32), coordinator: -1}
@@ -259,6 +275,7 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 	}
 	pcancel()
 	pl.wg.Wait()
+	pl.closeSessions()
 	cctx, ccancel := context.WithTimeout(context.Background(), max(drain/2, 5*time.Second))
 	defer ccancel()
 	return errors.Join(drainErr, pl.Commit(cctx))
@@ -271,7 +288,7 @@ func (pl *Pipeline) idle() bool {
 	if pl.produceIn > 0 {
 		return false
 	}
-	for _, p := range pl.parts {
+	for p := range pl.sendable {
 		if len(p.queue) > 0 && !p.stopped && !p.revoked {
 			return false
 		}
@@ -286,12 +303,17 @@ func (pl *Pipeline) maintain(ctx context.Context) {
 	needPID := (pl.pid < 0 || pl.needPID) && pl.produceIn == 0
 	needMeta := pl.needMeta || time.Since(pl.lastMeta) > 30*time.Second
 	var resolve, oor []*partition
-	for _, p := range pl.parts {
-		switch {
-		case p.stopped || p.revoked:
-		case p.next < 0:
+	for p := range pl.unresolved {
+		if pl.parts[p.tp] != p || p.stopped || p.revoked || p.next >= 0 {
+			delete(pl.unresolved, p)
+		} else {
 			resolve = append(resolve, p)
-		case p.outOfRange:
+		}
+	}
+	for p := range pl.oor {
+		if pl.parts[p.tp] != p || p.stopped || p.revoked || !p.outOfRange {
+			delete(pl.oor, p)
+		} else if p.next >= 0 {
 			oor = append(oor, p)
 		}
 	}
@@ -382,13 +404,23 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	for _, t := range src.Topics {
+		if t.Err == nil {
+			pl.srcNames[t.ID] = t.Topic
+		}
+	}
 	for _, p := range pl.parts {
+		was := [...]int32{p.srcLeader, p.srcEpoch}
+		wasID := p.srcID
 		p.srcLeader, p.tgtLeader = -1, -1
 		if t, ok := src.Topics[p.tp.Topic]; ok && t.Err == nil {
 			p.srcID = t.ID
 			if d, ok := t.Partitions[p.tp.Partition]; ok && d.Err == nil {
 				p.srcLeader, p.srcEpoch = d.Leader, d.LeaderEpoch
 			}
+		}
+		if was != [...]int32{p.srcLeader, p.srcEpoch} || wasID != p.srcID {
+			pl.touchLocked(p)
 		}
 		if t, ok := dst.Topics[p.remote]; ok && t.Err == nil {
 			p.tgtID = t.ID
@@ -455,6 +487,7 @@ func (pl *Pipeline) resolve(ctx context.Context, ps []*partition, list func(cont
 				p.base = o.Offset
 			}
 			p.gen++
+			pl.touchLocked(p)
 		}
 	}
 }

@@ -47,7 +47,11 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 		size int
 	}
 	byBroker := map[int32][]*building{}
-	for _, p := range pl.parts {
+	for p := range pl.sendable {
+		if pl.parts[p.tp] != p || (len(p.queue) == 0 && (p.stopAfter == nil || p.stopped)) {
+			delete(pl.sendable, p)
+			continue
+		}
 		if p.stopAfter != nil && len(p.queue) == 0 && p.inflight == 0 && !p.stopped {
 			pl.stopLocked(p, p.stopAfter)
 		}
@@ -272,6 +276,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 			p.queue = p.queue[1:]
 			p.queued -= int64(len(h.raw))
 			pl.buffered -= int64(len(h.raw))
+			pl.touchLocked(p)
 			p.Done = max(p.Done, h.last, h.advanceTo)
 			p.retries, p.lastErr = 0, nil
 			done = append(done, h)
@@ -309,6 +314,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		}
 		p.queued -= int64(len(b.raw))
 		pl.buffered -= int64(len(b.raw))
+		pl.touchLocked(p)
 		pl.cfg.Log.Warn("target refused a batch as too large; sending its records one at a time", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", b.first, "err", err)
 	case idx == 0 && datapath.Classify(err) == datapath.Fatal:
 		b.state = stUnsent
@@ -332,6 +338,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		if idx == 0 || !datapath.IsAny(err, headOnlyPIDErrs) {
 			p.retries++
 			p.retryAt = time.Now().Add(min(time.Duration(p.retries)*100*time.Millisecond, time.Second))
+			pl.touchLocked(p)
 			if p.retries == 1 || p.retries%20 == 0 {
 				fatal := false
 				pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), strconv.FormatBool(fatal)).Inc()

@@ -227,7 +227,7 @@ func (pl *Pipeline) addPartitions(ctx context.Context) {
 		return
 	}
 	var tps []progress.TP
-	for _, p := range pl.parts {
+	for p := range pl.sendable {
 		dst := progress.TP{Topic: p.remote, Partition: p.tp.Partition}
 		if p.stopped || p.revoked || len(p.queue) == 0 || pl.txn.added[dst] || p.queue[0].state != stUnsent {
 			continue
@@ -319,7 +319,7 @@ func (pl *Pipeline) txnSettledLocked() bool {
 	if pl.produceIn > 0 {
 		return false
 	}
-	for _, p := range pl.parts {
+	for p := range pl.sendable {
 		if p.stopped || p.revoked {
 			continue
 		}
@@ -365,7 +365,7 @@ func (pl *Pipeline) txnCommit(ctx context.Context) error {
 	// A batch on the target beyond a partition's progress (acknowledged
 	// after one that was not, or of a partition stopped or revoked
 	// meanwhile) cannot be committed without being copied again.
-	for _, p := range pl.parts {
+	for p := range pl.sendable {
 		for _, b := range p.queue {
 			if b.tried || b.state != stUnsent {
 				pl.failTxnLocked(fmt.Errorf("partition %s has batches on the target beyond its progress", p.tp))
@@ -582,6 +582,10 @@ func (pl *Pipeline) startTxnProducer(ctx context.Context, catchUp bool) bool {
 			p.next = saved + 1
 		} else {
 			p.next = p.base
+		}
+		pl.touchLocked(p)
+		if p.next < 0 {
+			pl.unresolved[p] = struct{}{}
 		}
 	}
 	pl.mu.Unlock()

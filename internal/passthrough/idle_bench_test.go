@@ -1,0 +1,87 @@
+package passthrough
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/progress"
+)
+
+// idlePipeline returns a pipeline with 5,000 idle partitions (1,000
+// topics × 5) on one lane, settled, with a producer ID and no brokers.
+func idlePipeline() (*Pipeline, *laneState) {
+	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Progress: new(progress.Store), Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
+	var ps []datapath.Partition
+	for i := range 1000 {
+		for j := range int32(5) {
+			tp := progress.TP{Topic: fmt.Sprintf("topic-%04d", i), Partition: j}
+			ps = append(ps, datapath.Partition{TP: tp, Remote: "A." + tp.Topic})
+		}
+	}
+	pl.Assign(ps)
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.pid, pl.needMeta, pl.lastMeta = 1, false, time.Now().Add(time.Hour)
+	for _, p := range pl.parts {
+		p.next, p.srcLeader, p.tgtLeader = 0, 1, 1
+		p.srcID[0] = 1
+	}
+	pl.settleLocked(time.Now())
+	return pl, pl.lanes[lane{1, 0}]
+}
+
+// BenchmarkIdlePass is one pass of the request loop (maintain, fetches,
+// produces) over 5,000 idle partitions whose lane has its fetch in
+// flight, as between the long polls of an idle flow.
+func BenchmarkIdlePass(b *testing.B) {
+	pl, ls := idlePipeline()
+	ls.fetching = true
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		pl.maintain(ctx)
+		pl.startFetches(ctx)
+		pl.startProduces(ctx)
+	}
+}
+
+// BenchmarkIdleFetchRequest builds and encodes the fetch request of the
+// idle lane of 5,000 partitions: "full" lists them all, as every fetch
+// did without sessions (and as the first of a session does), "session"
+// is the fetch of an established session with nothing changed.
+func BenchmarkIdleFetchRequest(b *testing.B) {
+	for _, full := range []bool{true, false} {
+		name := map[bool]string{true: "full", false: "session"}[full]
+		b.Run(name, func(b *testing.B) {
+			pl, ls := idlePipeline()
+			pl.mu.Lock()
+			defer pl.mu.Unlock()
+			if !full {
+				_, plan := pl.buildFetchLocked(ls)
+				maps := plan.listed
+				ls.id, ls.epoch = 7, 1
+				for tp, e := range maps {
+					ls.sess[tp] = e
+				}
+			}
+			var size int
+			b.ReportAllocs()
+			for b.Loop() {
+				req, plan := pl.buildFetchLocked(ls)
+				req.SetVersion(17)
+				size = len(req.AppendTo(nil))
+				if !full {
+					for tp := range plan.listed {
+						delete(pl.sessOf, tp)
+					}
+				}
+			}
+			b.ReportMetric(float64(size), "request-bytes")
+		})
+	}
+}
