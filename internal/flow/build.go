@@ -35,7 +35,8 @@ type running struct {
 	topics             *policy.Filter
 	exclude            *regexp.Regexp
 	srcAdm, tgtAdm     *kadm.Client
-	tgtConn            []kgo.Opt // target connection options, for readers
+	tgtAdmCl           *kgo.Client // behind tgtAdm
+	tgtConn            []kgo.Opt   // target connection options, for readers
 	consumer, producer *kgo.Client
 	group              string // consumer group in group mode, or ""
 	hooks              *groupHooks
@@ -58,7 +59,7 @@ func (r *running) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.srcAdm, r.tgtAdm, r.tgtConn = kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl), tgtConn
+	r.srcAdm, r.tgtAdm, r.tgtAdmCl, r.tgtConn = kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl), tgtAdmCl, tgtConn
 	if err := reachable(ctx, r.srcAdm, c.Source); err != nil {
 		return err
 	}
@@ -230,6 +231,7 @@ func (r *running) build(ctx context.Context) error {
 	r.syncer = &topicsync.Syncer{
 		Source:                r.srcAdm,
 		Target:                r.tgtAdm,
+		TargetClient:          r.tgtAdmCl,
 		SourceAlias:           c.Source,
 		TargetAlias:           c.Target,
 		Policy:                r.pol,

@@ -22,10 +22,13 @@ import (
 // Syncer keeps the remote topics of one flow in step with the source.
 type Syncer struct {
 	Source, Target *kadm.Client
-	SourceAlias    string
-	TargetAlias    string
-	Policy         policy.Policy
-	Topics         *policy.Filter
+	// TargetClient is the client behind Target. Topics are created,
+	// grown and altered through it many to a request (see batch.go).
+	TargetClient kmsg.Requestor
+	SourceAlias  string
+	TargetAlias  string
+	Policy       policy.Policy
+	Topics       *policy.Filter
 	// HeartbeatsReplication replicates heartbeat topics even when Topics
 	// does not select them (heartbeats.replication.enabled).
 	HeartbeatsReplication bool
@@ -86,6 +89,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		return nil, fmt.Errorf("listing topics of target cluster %s: %w", s.TargetAlias, err)
 	}
 	var missing []*Topic
+	var short []grow
 	for i := range want {
 		t := &want[i]
 		d, ok := tgt[t.Remote]
@@ -100,14 +104,15 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		have := int32(len(d.Partitions))
 		switch {
 		case have < t.Partitions:
-			if err := s.addPartitions(ctx, *t, have); err != nil {
-				s.Log.Error("cannot add partitions to remote topic", "topic", t.Remote, "have", have, "want", t.Partitions, "err", err)
-				continue
-			}
+			short = append(short, grow{t, have})
+			continue
 		case have > t.Partitions:
 			s.Log.Warn("remote topic has more partitions than its source; the extra partitions get no data", "topic", t.Remote, "remote_partitions", have, "source_partitions", t.Partitions)
 		}
 		t.Ready = true
+	}
+	if err := s.grow(ctx, short); err != nil {
+		return nil, err
 	}
 	if len(missing) > 0 {
 		if err := s.create(ctx, missing); err != nil {
@@ -117,15 +122,23 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 	return want, nil
 }
 
-func (s *Syncer) addPartitions(ctx context.Context, t Topic, have int32) error {
-	resp, err := s.Target.UpdatePartitions(ctx, int(t.Partitions), t.Remote)
-	if err == nil {
-		err = resp.Error()
+// grow adds the missing partitions of remote topics, many to a request,
+// and marks those grown Ready.
+func (s *Syncer) grow(ctx context.Context, gs []grow) error {
+	for _, b := range batches(gs, func(g grow) int { return int(g.t.Partitions - g.have) }) {
+		errs, err := s.addPartitions(ctx, b)
+		for _, g := range b {
+			if e := resultOf(errs, err, g.t.Remote, "CreatePartitions"); e != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				s.Log.Error("cannot add partitions to remote topic", "topic", g.t.Remote, "have", g.have, "want", g.t.Partitions, "err", e)
+				continue
+			}
+			s.Log.Info("added partitions to remote topic", "topic", g.t.Remote, "from", g.have, "to", g.t.Partitions)
+			g.t.Ready = true
+		}
 	}
-	if err != nil && !errors.Is(err, kerr.InvalidPartitions) {
-		return err
-	}
-	s.Log.Info("added partitions to remote topic", "topic", t.Remote, "from", have, "to", t.Partitions)
 	return nil
 }
 
@@ -149,20 +162,49 @@ func (s *Syncer) create(ctx context.Context, ts []*Topic) error {
 		}
 		configs[rc.Name] = s.TargetConfigs(s.translate(rc.Name, rc.Configs, known))
 	}
-	for _, t := range ts {
-		n, err := s.createDroppingInvalid(ctx, t, configs[t.Name])
-		switch {
-		case err == nil:
-			s.Log.Info("created remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "partitions", t.Partitions, "replication_factor", s.ReplicationFactor, "configs", n)
-		case errors.Is(err, kerr.TopicAlreadyExists):
-			// Created meanwhile; its partitions are checked next round.
-		case errors.Is(err, kerr.InvalidReplicationFactor):
-			return fmt.Errorf("creating remote topic %s on %s with replication factor %d (key replication.factor): %w", t.Remote, s.TargetAlias, s.ReplicationFactor, err)
-		default:
-			s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+	return s.createAll(ctx, ts, configs)
+}
+
+// createAll creates the remote topics of ts, many to a request, each with
+// its entry of configs (by source topic name), and marks those that exist
+// afterwards Ready. A topic refused for its configs is created again alone
+// without the configs the target refuses (createDroppingInvalid).
+func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]map[string]*string) error {
+	weight := func(t *Topic) int { return 1 + int(t.Partitions) + len(configs[t.Name]) }
+	for _, b := range batches(ts, weight) {
+		errs, err := s.createTopics(ctx, b, configs)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			for _, t := range b {
+				s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+			}
 			continue
 		}
-		t.Ready = true
+		for _, t := range b {
+			cs := configs[t.Name]
+			n := len(cs)
+			err := resultOf(errs, nil, t.Remote, "CreateTopics")
+			if errors.Is(err, kerr.InvalidConfig) && n > 0 {
+				n, err = s.createDroppingInvalid(ctx, t, cs)
+			}
+			switch {
+			case err == nil:
+				s.Log.Info("created remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "partitions", t.Partitions, "replication_factor", s.ReplicationFactor, "configs", n)
+			case errors.Is(err, kerr.TopicAlreadyExists):
+				// Created meanwhile; its partitions are checked next round.
+			case errors.Is(err, kerr.InvalidReplicationFactor):
+				return fmt.Errorf("creating remote topic %s on %s with replication factor %d (key replication.factor): %w", t.Remote, s.TargetAlias, s.ReplicationFactor, err)
+			default:
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+				continue
+			}
+			t.Ready = true
+		}
 	}
 	return nil
 }
