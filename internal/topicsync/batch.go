@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -206,4 +207,77 @@ func (s *Syncer) createACLs(ctx context.Context, bs []binding) ([]error, error) 
 		out[i] = withMessage(kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage)
 	}
 	return out, nil
+}
+
+// How long Sync waits for the target to host the partitions it just
+// created, and how often it looks.
+var (
+	hostTimeout = 2 * time.Minute
+	hostPoll    = 500 * time.Millisecond
+)
+
+// awaitHosted marks ts Ready once the target hosts every partition of
+// their remote topics. A new partition shows a leader in the metadata
+// before that leader hosts it; writes to it fail until then, and a busy
+// broker can take minutes over thousands of new partitions. Past
+// hostTimeout the rest are marked Ready anyway: the data path retries
+// until their leaders take writes.
+func (s *Syncer) awaitHosted(ctx context.Context, ts []*Topic) error {
+	pending := make(map[string]*Topic, len(ts))
+	for _, t := range ts {
+		pending[t.Remote] = t
+	}
+	start := time.Now()
+	report := start.Add(10 * time.Second)
+	for len(pending) > 0 {
+		names := make([]string, 0, len(pending))
+		for name := range pending {
+			names = append(names, name)
+		}
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		offs, _ := s.Target.ListEndOffsets(lctx, names...) // partial on errors
+		cancel()
+		for name, t := range pending {
+			if hosted(offs, name, t.Partitions) {
+				t.Ready = true
+				delete(pending, name)
+			}
+		}
+		if len(pending) == 0 {
+			break
+		}
+		now := time.Now()
+		if now.Sub(start) >= hostTimeout {
+			s.Log.Warn("the target does not host every partition of new remote topics yet; replicating them anyway", "cluster", s.TargetAlias, "topics", len(pending), "waited", now.Sub(start).Round(time.Second).String())
+			for _, t := range pending {
+				t.Ready = true
+			}
+			return nil
+		}
+		if now.After(report) {
+			s.Log.Info("waiting for the target to host new remote topics", "cluster", s.TargetAlias, "hosted", len(ts)-len(pending), "of", len(ts))
+			report = now.Add(10 * time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(hostPoll):
+		}
+	}
+	if d := time.Since(start); d >= time.Second {
+		s.Log.Info("the target hosts the new remote topics", "cluster", s.TargetAlias, "topics", len(ts), "waited", d.Round(100*time.Millisecond).String())
+	}
+	return nil
+}
+
+// hosted reports whether the end offsets offs list every one of the n
+// partitions of topic without error.
+func hosted(offs kadm.ListedOffsets, topic string, n int32) bool {
+	ps := offs[topic]
+	for p := range n {
+		if o, ok := ps[p]; !ok || o.Err != nil {
+			return false
+		}
+	}
+	return true
 }

@@ -194,6 +194,16 @@ func TestSyncManyTopicsBroker(t *testing.T) {
 	if len(ts) != n || ready != n || strings.Count(log.String(), "created remote topic") != n {
 		t.Fatalf("Sync returned %d topics, %d ready, want %d each\n%s", len(ts), ready, n, log)
 	}
+	// Ready means hosted: every partition answers ListOffsets at once.
+	offs, err := tgt.ListEndOffsets(ctx, remotes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range remotes {
+		if !hosted(offs, r, partitions(i)) {
+			t.Fatalf("%s is Ready but not every partition is hosted: %v", r, offs[r])
+		}
+	}
 	waitListed(t, ctx, tgt, remotes, partitions)
 	rcs, err := tgt.DescribeTopicConfigs(ctx, remotes...)
 	if err != nil {
@@ -312,7 +322,8 @@ func TestCreateBatchRefusedConfigBroker(t *testing.T) {
 	deleteAtEnd(t, b.Admin(t), remotes)
 	configs[ts[bad].Name] = map[string]*string{"retention.ms": kadm.StringPtr("1000"), "cleanup.policy": kadm.StringPtr("nonsense")}
 
-	if err := s.createAll(ctx, ts, configs); err != nil {
+	made, err := s.createAll(ctx, ts, configs)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Three batches; then for the refused topic one validation per key
@@ -320,10 +331,8 @@ func TestCreateBatchRefusedConfigBroker(t *testing.T) {
 	if got, want := rc.take(kmsg.CreateTopics), 3+2+1; got != want {
 		t.Errorf("sent %d CreateTopics requests, want %d\n%s", got, want, log)
 	}
-	for _, tp := range ts {
-		if !tp.Ready {
-			t.Errorf("%s not ready", tp.Remote)
-		}
+	if len(made) != n {
+		t.Errorf("created %d topics, want %d", len(made), n)
 	}
 	waitListed(t, ctx, s.Target, remotes, func(int) int32 { return 1 })
 	if got := topicOverrides(t, ctx, s.Target, ts[bad].Remote); !maps.Equal(got, map[string]string{"retention.ms": "1000"}) {
@@ -341,7 +350,8 @@ func TestCreateBatchRefusedConfigBroker(t *testing.T) {
 
 // BenchmarkCreateTopics creates 1,000 remote topics of 5 partitions (the
 // shape of kbench scale) on a real broker, one topic per request as before
-// batching and in batches:
+// batching and in batches; s-to-host/op is the wait after that until the
+// broker hosts every partition:
 //
 //	go test -run - -bench CreateTopics -benchtime 1x ./internal/topicsync/
 func BenchmarkCreateTopics(b *testing.B) {
@@ -356,6 +366,8 @@ func BenchmarkCreateTopics(b *testing.B) {
 		b.Run(bm.name, func(b *testing.B) {
 			setBatch(b, bm.topics, batchRecords)
 			adm := cs[1].Admin(b)
+			var hosting time.Duration // from created to hosted, not in ns/op
+			defer func() { b.ReportMetric(hosting.Seconds()/float64(b.N), "s-to-host/op") }()
 			for range b.N {
 				b.StopTimer()
 				base := testkafka.Topic(b, "bench")
@@ -369,16 +381,17 @@ func BenchmarkCreateTopics(b *testing.B) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 				b.StartTimer()
-				err := s.createAll(ctx, ts, nil)
+				made, err := s.createAll(ctx, ts, nil)
 				b.StopTimer()
+				if err != nil || len(made) != len(ts) {
+					b.Fatalf("created %d of %d topics, err %v", len(made), len(ts), err)
+				}
+				start := time.Now()
+				err = s.awaitHosted(ctx, made)
+				hosting += time.Since(start)
 				cancel()
 				if err != nil {
 					b.Fatal(err)
-				}
-				for _, tp := range ts {
-					if !tp.Ready {
-						b.Fatalf("%s not created", tp.Remote)
-					}
 				}
 				deleteNow(b, adm, remotes)
 			}

@@ -47,7 +47,7 @@ type Topic struct {
 	Remote     string // on the target
 	Partitions int32  // source partition count
 	ID         string // source topic ID, hex; "" when the broker has none
-	Ready      bool   // the remote topic exists with enough partitions
+	Ready      bool   // the remote topic exists with enough partitions, hosted
 }
 
 // ShouldReplicate reports whether topic t of the source belongs to the flow.
@@ -111,47 +111,54 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		}
 		t.Ready = true
 	}
-	if err := s.grow(ctx, short); err != nil {
+	fresh, err := s.grow(ctx, short)
+	if err != nil {
 		return nil, err
 	}
 	if len(missing) > 0 {
-		if err := s.create(ctx, missing); err != nil {
+		made, err := s.create(ctx, missing)
+		if err != nil {
 			return nil, err
 		}
+		fresh = append(fresh, made...)
+	}
+	if err := s.awaitHosted(ctx, fresh); err != nil {
+		return nil, err
 	}
 	return want, nil
 }
 
 // grow adds the missing partitions of remote topics, many to a request,
-// and marks those grown Ready.
-func (s *Syncer) grow(ctx context.Context, gs []grow) error {
+// and returns those grown.
+func (s *Syncer) grow(ctx context.Context, gs []grow) ([]*Topic, error) {
+	var grown []*Topic
 	for _, b := range batches(gs, func(g grow) int { return int(g.t.Partitions - g.have) }) {
 		errs, err := s.addPartitions(ctx, b)
 		for _, g := range b {
 			if e := resultOf(errs, err, g.t.Remote, "CreatePartitions"); e != nil {
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return nil, ctx.Err()
 				}
 				s.Log.Error("cannot add partitions to remote topic", "topic", g.t.Remote, "have", g.have, "want", g.t.Partitions, "err", e)
 				continue
 			}
 			s.Log.Info("added partitions to remote topic", "topic", g.t.Remote, "from", g.have, "to", g.t.Partitions)
-			g.t.Ready = true
+			grown = append(grown, g.t)
 		}
 	}
-	return nil
+	return grown, nil
 }
 
-// create makes the remote topics of ts with the source's configs and marks
-// those that exist afterwards Ready.
-func (s *Syncer) create(ctx context.Context, ts []*Topic) error {
+// create makes the remote topics of ts with the source's configs and
+// returns those made.
+func (s *Syncer) create(ctx context.Context, ts []*Topic) ([]*Topic, error) {
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name
 	}
 	rcs, err := s.Source.DescribeTopicConfigs(ctx, names...)
 	if err != nil {
-		return fmt.Errorf("describing configs of source topics: %w", err)
+		return nil, fmt.Errorf("describing configs of source topics: %w", err)
 	}
 	configs := make(map[string]map[string]*string, len(rcs))
 	known := s.targetKnown(ctx)
@@ -166,16 +173,17 @@ func (s *Syncer) create(ctx context.Context, ts []*Topic) error {
 }
 
 // createAll creates the remote topics of ts, many to a request, each with
-// its entry of configs (by source topic name), and marks those that exist
-// afterwards Ready. A topic refused for its configs is created again alone
+// its entry of configs (by source topic name), and returns those that exist
+// afterwards. A topic refused for its configs is created again alone
 // without the configs the target refuses (createDroppingInvalid).
-func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]map[string]*string) error {
+func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]map[string]*string) ([]*Topic, error) {
 	weight := func(t *Topic) int { return 1 + int(t.Partitions) + len(configs[t.Name]) }
+	var made []*Topic
 	for _, b := range batches(ts, weight) {
 		errs, err := s.createTopics(ctx, b, configs)
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 			for _, t := range b {
 				s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
@@ -195,18 +203,18 @@ func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]
 			case errors.Is(err, kerr.TopicAlreadyExists):
 				// Created meanwhile; its partitions are checked next round.
 			case errors.Is(err, kerr.InvalidReplicationFactor):
-				return fmt.Errorf("creating remote topic %s on %s with replication factor %d (key replication.factor): %w", t.Remote, s.TargetAlias, s.ReplicationFactor, err)
+				return nil, fmt.Errorf("creating remote topic %s on %s with replication factor %d (key replication.factor): %w", t.Remote, s.TargetAlias, s.ReplicationFactor, err)
 			default:
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return nil, ctx.Err()
 				}
 				s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
 				continue
 			}
-			t.Ready = true
+			made = append(made, t)
 		}
 	}
-	return nil
+	return made, nil
 }
 
 // TargetConfigs returns the configs a new remote topic gets from its source
