@@ -209,65 +209,89 @@ func (s *Syncer) createACLs(ctx context.Context, bs []binding) ([]error, error) 
 	return out, nil
 }
 
-// How long Sync waits for the target to host the partitions it just
-// created, and how often it looks.
-var (
-	hostTimeout = 2 * time.Minute
-	hostPoll    = 500 * time.Millisecond
-)
+// hostTimeout is how long a remote topic Sync created may wait for the
+// target to host its partitions; past it the topic is Ready anyway and
+// the data path retries until its leaders take writes.
+var hostTimeout = 2 * time.Minute
 
-// awaitHosted marks ts Ready once the target hosts every partition of
-// their remote topics. A new partition shows a leader in the metadata
-// before that leader hosts it; writes to it fail until then, and a busy
-// broker can take minutes over thousands of new partitions. Past
-// hostTimeout the rest are marked Ready anyway: the data path retries
-// until their leaders take writes.
-func (s *Syncer) awaitHosted(ctx context.Context, ts []*Topic) error {
-	pending := make(map[string]*Topic, len(ts))
-	for _, t := range ts {
-		pending[t.Remote] = t
+// Pending reports whether remote topics created by Sync wait for the
+// target to host their partitions: a Sync soon after makes them Ready
+// once it does.
+func (s *Syncer) Pending() bool {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	return len(s.unhosted) > 0
+}
+
+func (s *Syncer) isUnhosted(remote string) bool {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	_, ok := s.unhosted[remote]
+	return ok
+}
+
+// checkHosted keeps the topics of want that Sync created (fresh, or in an
+// earlier Sync) from being Ready until the target hosts all their
+// partitions: a new partition shows a leader in the metadata before that
+// leader hosts it, writes to it fail until then, and a busy broker can
+// take a minute or more over thousands of new partitions. One
+// ListEndOffsets of those topics tells which are hosted.
+func (s *Syncer) checkHosted(ctx context.Context, want []Topic, fresh []*Topic) {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	now := time.Now()
+	if s.unhosted == nil {
+		s.unhosted = make(map[string]time.Time)
 	}
-	start := time.Now()
-	report := start.Add(10 * time.Second)
-	for len(pending) > 0 {
-		names := make([]string, 0, len(pending))
-		for name := range pending {
-			names = append(names, name)
-		}
-		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		offs, _ := s.Target.ListEndOffsets(lctx, names...) // partial on errors
-		cancel()
-		for name, t := range pending {
-			if hosted(offs, name, t.Partitions) {
-				t.Ready = true
-				delete(pending, name)
-			}
-		}
-		if len(pending) == 0 {
-			break
-		}
-		now := time.Now()
-		if now.Sub(start) >= hostTimeout {
-			s.Log.Warn("the target does not host every partition of new remote topics yet; replicating them anyway", "cluster", s.TargetAlias, "topics", len(pending), "waited", now.Sub(start).Round(time.Second).String())
-			for _, t := range pending {
-				t.Ready = true
-			}
-			return nil
-		}
-		if now.After(report) {
-			s.Log.Info("waiting for the target to host new remote topics", "cluster", s.TargetAlias, "hosted", len(ts)-len(pending), "of", len(ts))
-			report = now.Add(10 * time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(hostPoll):
+	for _, t := range fresh {
+		if _, ok := s.unhosted[t.Remote]; !ok {
+			s.unhosted[t.Remote] = now
 		}
 	}
-	if d := time.Since(start); d >= time.Second {
-		s.Log.Info("the target hosts the new remote topics", "cluster", s.TargetAlias, "topics", len(ts), "waited", d.Round(100*time.Millisecond).String())
+	var check []*Topic
+	var names []string
+	wanted := make(map[string]bool, len(want))
+	for i := range want {
+		t := &want[i]
+		wanted[t.Remote] = true
+		if _, ok := s.unhosted[t.Remote]; ok {
+			check = append(check, t)
+			names = append(names, t.Remote)
+		}
 	}
-	return nil
+	for r := range s.unhosted {
+		if !wanted[r] {
+			delete(s.unhosted, r) // its source topic is gone
+		}
+	}
+	if len(check) == 0 {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	offs, _ := s.Target.ListEndOffsets(lctx, names...) // partial on errors
+	cancel()
+	var late []string
+	for _, t := range check {
+		since := s.unhosted[t.Remote]
+		switch {
+		case hosted(offs, t.Remote, t.Partitions):
+			t.Ready = true
+		case now.Sub(since) >= hostTimeout:
+			t.Ready = true
+			late = append(late, t.Remote)
+		default:
+			t.Ready = false
+			continue
+		}
+		delete(s.unhosted, t.Remote)
+	}
+	if len(late) > 0 {
+		s.Log.Warn("the target does not host every partition of new remote topics yet; replicating them anyway", "cluster", s.TargetAlias, "topics", late, "waited", hostTimeout.String())
+	}
+	if n := len(s.unhosted); n > 0 && now.After(s.hostReport) {
+		s.Log.Info("waiting for the target to host new remote topics", "cluster", s.TargetAlias, "waiting", n, "hosted", len(check)-n)
+		s.hostReport = now.Add(10 * time.Second)
+	}
 }
 
 // hosted reports whether the end offsets offs list every one of the n

@@ -60,7 +60,8 @@ func (s *Syncer) ShouldReplicate(t string) bool {
 // Sync lists the source topics, creates missing remote topics, adds missing
 // partitions, and returns every selected source topic, sorted by name. A
 // topic whose remote topic could not be made ready is logged and not Ready;
-// it is tried again on the next Sync.
+// it is tried again on the next Sync. So is a new remote topic whose
+// partitions the target does not host yet (see Pending).
 func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 	src, err := s.Source.ListTopics(ctx)
 	if err != nil {
@@ -94,7 +95,9 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		t := &want[i]
 		d, ok := tgt[t.Remote]
 		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-			missing = append(missing, t)
+			if !s.isUnhosted(t.Remote) { // else created, not in the metadata yet
+				missing = append(missing, t)
+			}
 			continue
 		}
 		if d.Err != nil {
@@ -111,20 +114,22 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		}
 		t.Ready = true
 	}
-	fresh, err := s.grow(ctx, short)
+	// A grown topic is Ready at once, as it was: the group mode would
+	// stop consuming a topic that is not.
+	grown, err := s.grow(ctx, short)
 	if err != nil {
 		return nil, err
 	}
+	for _, t := range grown {
+		t.Ready = true
+	}
+	var made []*Topic
 	if len(missing) > 0 {
-		made, err := s.create(ctx, missing)
-		if err != nil {
+		if made, err = s.create(ctx, missing); err != nil {
 			return nil, err
 		}
-		fresh = append(fresh, made...)
 	}
-	if err := s.awaitHosted(ctx, fresh); err != nil {
-		return nil, err
-	}
+	s.checkHosted(ctx, want, made)
 	return want, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -179,10 +180,14 @@ func (s *Syncer) createDroppingInvalid(ctx context.Context, t *Topic, configs ma
 	return len(kept), err
 }
 
-// syncState is the part of Syncer that translate needs.
+// syncState is the part of Syncer that keeps state between calls.
 type syncState struct {
 	knownMu  sync.Mutex
 	known    map[string]bool   // topic config names of the target
 	defaults map[string]string // and their values that are not topic overrides
 	warned   sync.Map          // topic+"\x00"+key already warned about
+
+	hostMu     sync.Mutex
+	unhosted   map[string]time.Time // remote topics created, not hosted yet, since
+	hostReport time.Time            // when to log the topics waiting next
 }
