@@ -36,6 +36,7 @@ type running struct {
 	exclude            *regexp.Regexp
 	srcAdm, tgtAdm     *kadm.Client
 	srcAdmCl           *kgo.Client // of srcAdm
+	tgtAdmCl           *kgo.Client // of tgtAdm
 	tgtConn            []kgo.Opt   // target connection options, for readers
 	consumer, producer *kgo.Client
 	group              string // consumer group in group mode, or ""
@@ -59,7 +60,8 @@ func (r *running) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.srcAdm, r.tgtAdm, r.tgtConn, r.srcAdmCl = kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl), tgtConn, srcAdmCl
+	r.srcAdm, r.tgtAdm, r.tgtConn = kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl), tgtConn
+	r.srcAdmCl, r.tgtAdmCl = srcAdmCl, tgtAdmCl
 	if err := reachable(ctx, r.srcAdm, c.Source); err != nil {
 		return err
 	}
@@ -232,6 +234,7 @@ func (r *running) build(ctx context.Context) error {
 	r.syncer = &topicsync.Syncer{
 		Source:                r.srcAdm,
 		Target:                r.tgtAdm,
+		TargetClient:          r.tgtAdmCl,
 		SourceAlias:           c.Source,
 		TargetAlias:           c.Target,
 		Policy:                r.pol,

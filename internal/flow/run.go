@@ -123,13 +123,7 @@ func (r *running) run(ctx context.Context) error {
 	}()
 	side.Add(1)
 	go func() { defer side.Done(); r.health.Run(loops) }()
-	if c.RefreshTopicsEnabled && c.RefreshTopicsInterval > 0 {
-		go f.every(loops, c.RefreshTopicsInterval, func() {
-			if err := r.refresh(loops); err != nil && loops.Err() == nil {
-				f.log.Warn("refreshing topics failed; retrying at the next interval", "err", err)
-			}
-		})
-	}
+	go r.refreshLoop(loops)
 	// Topic configs and ACLs follow the source, at start and on their
 	// intervals, as MM2's syncTopicConfigs and syncTopicAcls do; in group
 	// mode only the worker that leads the flow does it.
@@ -172,6 +166,36 @@ func (r *running) run(ctx context.Context) error {
 	}
 	f.log.Info("flow stopped; progress saved")
 	return nil
+}
+
+// hostedPoll is how often topics are refreshed while new remote topics
+// wait for the target to host them (topicsync.Syncer.Pending).
+const hostedPoll = time.Second
+
+// refreshLoop refreshes the topics every refresh.topics.interval.seconds,
+// and every hostedPoll while new remote topics wait for the target to host
+// them, so that their partitions are copied as soon as it does (even with
+// the refresh off).
+func (r *running) refreshLoop(ctx context.Context) {
+	c := r.c
+	on := c.RefreshTopicsEnabled && c.RefreshTopicsInterval > 0
+	for {
+		d := c.RefreshTopicsInterval
+		switch {
+		case r.syncer.Pending():
+			d = hostedPoll
+		case !on:
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
+			r.f.log.Warn("refreshing topics failed; retrying at the next interval", "err", err)
+		}
+	}
 }
 
 // leadCheck is how often a worker in group mode checks whether it leads

@@ -61,18 +61,28 @@ func (s *Syncer) SyncACLs(ctx context.Context) error {
 	for _, a := range tgt {
 		have[toBinding(a)] = true
 	}
+	var missing []binding
 	for _, b := range want {
-		if have[b] {
-			continue
+		if !have[b] {
+			missing = append(missing, b)
 		}
-		if err := s.createACL(ctx, b); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+	}
+	for _, batch := range batches(missing, func(binding) int { return 1 }) {
+		errs, err := s.createACLs(ctx, batch)
+		for i, b := range batch {
+			e := err
+			if e == nil {
+				e = errs[i]
 			}
-			s.Log.Warn("cannot create ACL on remote topic", "acl", b.String(), "cluster", s.TargetAlias, "err", err)
-			continue
+			if e != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				s.Log.Warn("cannot create ACL on remote topic", "acl", b.String(), "cluster", s.TargetAlias, "err", e)
+				continue
+			}
+			s.Log.Info("created ACL on remote topic", "acl", b.String(), "cluster", s.TargetAlias)
 		}
-		s.Log.Info("created ACL on remote topic", "acl", b.String(), "cluster", s.TargetAlias)
 	}
 	return nil
 }
@@ -127,27 +137,4 @@ func describeTopicACLs(ctx context.Context, adm *kadm.Client) ([]kadm.DescribedA
 		out = append(out, r.Described...)
 	}
 	return out, nil
-}
-
-// createACL creates one LITERAL topic ACL on the target.
-func (s *Syncer) createACL(ctx context.Context, b binding) error {
-	acl := kadm.NewACLs().Topics(b.Topic).ResourcePatternType(kadm.ACLPatternLiteral).Operations(b.Operation)
-	if b.Permission == kmsg.ACLPermissionTypeDeny {
-		acl.Deny(b.Principal).DenyHosts(b.Host)
-	} else {
-		acl.Allow(b.Principal).AllowHosts(b.Host)
-	}
-	rs, err := s.Target.CreateACLs(ctx, acl)
-	if err != nil {
-		return err
-	}
-	for _, r := range rs {
-		if r.Err != nil {
-			if r.ErrMessage != "" {
-				return fmt.Errorf("%w: %s", r.Err, r.ErrMessage)
-			}
-			return r.Err
-		}
-	}
-	return nil
 }

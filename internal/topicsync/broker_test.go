@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/policy"
@@ -22,13 +23,20 @@ func TestMain(m *testing.M) { testkafka.Main(m) }
 
 // brokerSyncer returns a Syncer of flow A->B that replicates only topic,
 // logging into the returned buffer.
-func brokerSyncer(t *testing.T, a, b *testkafka.Cluster, topic string) (*Syncer, *bytes.Buffer) {
+func brokerSyncer(t testing.TB, a, b *testkafka.Cluster, topic string) (*Syncer, *bytes.Buffer) {
+	t.Helper()
+	return patternSyncer(t, a, b, regexp.QuoteMeta(topic), b.Client(t))
+}
+
+// patternSyncer returns a Syncer of flow A->B that replicates the topics
+// matching pattern and reaches B through tgt.
+func patternSyncer(t testing.TB, a, b *testkafka.Cluster, pattern string, tgt *kgo.Client) (*Syncer, *bytes.Buffer) {
 	t.Helper()
 	p, err := policy.New(policy.Config{Class: "DefaultReplicationPolicy", Separator: "."})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := policy.NewFilter([]string{regexp.QuoteMeta(topic)}, policy.DefaultTopicsExclude)
+	f, err := policy.NewFilter([]string{pattern}, policy.DefaultTopicsExclude)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +46,7 @@ func brokerSyncer(t *testing.T, a, b *testkafka.Cluster, topic string) (*Syncer,
 	}
 	var log bytes.Buffer
 	return &Syncer{
-		Source: a.Admin(t), Target: b.Admin(t), SourceAlias: "A", TargetAlias: "B",
+		Source: a.Admin(t), Target: kadm.NewClient(tgt), TargetClient: tgt, SourceAlias: "A", TargetAlias: "B",
 		Policy: p, Topics: f, ReplicationFactor: -1, ConfigExclude: exclude,
 		Log: slog.New(slog.NewTextHandler(&log, nil)),
 	}, &log
@@ -99,6 +107,7 @@ func TestSyncConfigsBroker(t *testing.T) {
 	src := a.Admin(t)
 
 	// Created with the override; a sync then has nothing to send.
+	waitListed(t, ctx, tgt, []string{remote}, func(int) int32 { return 1 })
 	if got := topicOverrides(t, ctx, tgt, remote)["retention.ms"]; got != "3600000" {
 		t.Fatalf("remote retention.ms = %q after create, want 3600000", got)
 	}
@@ -199,9 +208,12 @@ func TestSyncACLsBroker(t *testing.T) {
 	create(tgt, lit(remote).Operations(kadm.OpRead).Allow("User:carol"))
 	create(tgt, lit(remote).Operations(kadm.OpDescribe).Allow("User:bob"))
 
-	s, log := brokerSyncer(t, a, b, topic)
+	s, rc, log := countingSyncer(t, a, b, regexp.QuoteMeta(topic))
 	if err := s.SyncACLs(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if n := rc.take(kmsg.CreateACLs); n != 1 {
+		t.Errorf("sent %d CreateACLs requests for the two missing ACLs, want 1", n)
 	}
 	rs, err := describeTopicACLs(ctx, tgt)
 	if err != nil {

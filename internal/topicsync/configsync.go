@@ -39,6 +39,7 @@ func (s *Syncer) SyncConfigs(ctx context.Context) error {
 		return fmt.Errorf("describing configs of remote topics on %s: %w", s.TargetAlias, err)
 	}
 	known := s.targetKnown(ctx)
+	var cs []change
 	for _, name := range srcNames {
 		remote := pairs[name]
 		sc, ok := srcCfg[name]
@@ -49,22 +50,22 @@ func (s *Syncer) SyncConfigs(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		ops := s.configChanges(s.translate(name, sc, known), tc)
-		if len(ops) == 0 {
-			continue
+		if ops := s.configChanges(s.translate(name, sc, known), tc); len(ops) > 0 {
+			cs = append(cs, change{remote, ops})
 		}
-		resp, err := s.Target.AlterTopicConfigs(ctx, ops, remote)
-		if err == nil {
-			_, err = resp.On(remote, func(r *kadm.AlterConfigsResponse) error { return r.Err })
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+	}
+	for _, b := range batches(cs, func(c change) int { return len(c.ops) }) {
+		errs, err := s.alterConfigs(ctx, b)
+		for _, c := range b {
+			if e := resultOf(errs, err, c.remote, "IncrementalAlterConfigs"); e != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				s.Log.Warn("cannot sync remote topic configs", "topic", c.remote, "cluster", s.TargetAlias, "changes", describeOps(c.ops), "err", e)
+				continue
 			}
-			s.Log.Warn("cannot sync remote topic configs", "topic", remote, "cluster", s.TargetAlias, "changes", describeOps(ops), "err", err)
-			continue
+			s.Log.Info("synced remote topic configs", "topic", c.remote, "cluster", s.TargetAlias, "changes", describeOps(c.ops))
 		}
-		s.Log.Info("synced remote topic configs", "topic", remote, "cluster", s.TargetAlias, "changes", describeOps(ops))
 	}
 	return nil
 }

@@ -22,10 +22,13 @@ import (
 // Syncer keeps the remote topics of one flow in step with the source.
 type Syncer struct {
 	Source, Target *kadm.Client
-	SourceAlias    string
-	TargetAlias    string
-	Policy         policy.Policy
-	Topics         *policy.Filter
+	// TargetClient is the client behind Target. Topics are created,
+	// grown and altered through it many to a request (see batch.go).
+	TargetClient kmsg.Requestor
+	SourceAlias  string
+	TargetAlias  string
+	Policy       policy.Policy
+	Topics       *policy.Filter
 	// HeartbeatsReplication replicates heartbeat topics even when Topics
 	// does not select them (heartbeats.replication.enabled).
 	HeartbeatsReplication bool
@@ -44,7 +47,7 @@ type Topic struct {
 	Remote     string // on the target
 	Partitions int32  // source partition count
 	ID         string // source topic ID, hex; "" when the broker has none
-	Ready      bool   // the remote topic exists with enough partitions
+	Ready      bool   // the remote topic exists with enough partitions, hosted
 }
 
 // ShouldReplicate reports whether topic t of the source belongs to the flow.
@@ -57,7 +60,8 @@ func (s *Syncer) ShouldReplicate(t string) bool {
 // Sync lists the source topics, creates missing remote topics, adds missing
 // partitions, and returns every selected source topic, sorted by name. A
 // topic whose remote topic could not be made ready is logged and not Ready;
-// it is tried again on the next Sync.
+// it is tried again on the next Sync. So is a new remote topic whose
+// partitions the target does not host yet (see Pending).
 func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 	src, err := s.Source.ListTopics(ctx)
 	if err != nil {
@@ -86,11 +90,14 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		return nil, fmt.Errorf("listing topics of target cluster %s: %w", s.TargetAlias, err)
 	}
 	var missing []*Topic
+	var short []grow
 	for i := range want {
 		t := &want[i]
 		d, ok := tgt[t.Remote]
 		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-			missing = append(missing, t)
+			if !s.isUnhosted(t.Remote) { // else created, not in the metadata yet
+				missing = append(missing, t)
+			}
 			continue
 		}
 		if d.Err != nil {
@@ -100,45 +107,63 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		have := int32(len(d.Partitions))
 		switch {
 		case have < t.Partitions:
-			if err := s.addPartitions(ctx, *t, have); err != nil {
-				s.Log.Error("cannot add partitions to remote topic", "topic", t.Remote, "have", have, "want", t.Partitions, "err", err)
-				continue
-			}
+			short = append(short, grow{t, have})
+			continue
 		case have > t.Partitions:
 			s.Log.Warn("remote topic has more partitions than its source; the extra partitions get no data", "topic", t.Remote, "remote_partitions", have, "source_partitions", t.Partitions)
 		}
 		t.Ready = true
 	}
+	// A grown topic is Ready at once, as it was: the group mode would
+	// stop consuming a topic that is not.
+	grown, err := s.grow(ctx, short)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range grown {
+		t.Ready = true
+	}
+	var made []*Topic
 	if len(missing) > 0 {
-		if err := s.create(ctx, missing); err != nil {
+		if made, err = s.create(ctx, missing); err != nil {
 			return nil, err
 		}
 	}
+	s.checkHosted(ctx, want, made)
 	return want, nil
 }
 
-func (s *Syncer) addPartitions(ctx context.Context, t Topic, have int32) error {
-	resp, err := s.Target.UpdatePartitions(ctx, int(t.Partitions), t.Remote)
-	if err == nil {
-		err = resp.Error()
+// grow adds the missing partitions of remote topics, many to a request,
+// and returns those grown.
+func (s *Syncer) grow(ctx context.Context, gs []grow) ([]*Topic, error) {
+	var grown []*Topic
+	for _, b := range batches(gs, func(g grow) int { return int(g.t.Partitions - g.have) }) {
+		errs, err := s.addPartitions(ctx, b)
+		for _, g := range b {
+			if e := resultOf(errs, err, g.t.Remote, "CreatePartitions"); e != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				s.Log.Error("cannot add partitions to remote topic", "topic", g.t.Remote, "have", g.have, "want", g.t.Partitions, "err", e)
+				continue
+			}
+			s.Log.Info("added partitions to remote topic", "topic", g.t.Remote, "from", g.have, "to", g.t.Partitions)
+			grown = append(grown, g.t)
+		}
 	}
-	if err != nil && !errors.Is(err, kerr.InvalidPartitions) {
-		return err
-	}
-	s.Log.Info("added partitions to remote topic", "topic", t.Remote, "from", have, "to", t.Partitions)
-	return nil
+	return grown, nil
 }
 
-// create makes the remote topics of ts with the source's configs and marks
-// those that exist afterwards Ready.
-func (s *Syncer) create(ctx context.Context, ts []*Topic) error {
+// create makes the remote topics of ts with the source's configs and
+// returns those made.
+func (s *Syncer) create(ctx context.Context, ts []*Topic) ([]*Topic, error) {
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name
 	}
 	rcs, err := s.Source.DescribeTopicConfigs(ctx, names...)
 	if err != nil {
-		return fmt.Errorf("describing configs of source topics: %w", err)
+		return nil, fmt.Errorf("describing configs of source topics: %w", err)
 	}
 	configs := make(map[string]map[string]*string, len(rcs))
 	known := s.targetKnown(ctx)
@@ -149,22 +174,52 @@ func (s *Syncer) create(ctx context.Context, ts []*Topic) error {
 		}
 		configs[rc.Name] = s.TargetConfigs(s.translate(rc.Name, rc.Configs, known))
 	}
-	for _, t := range ts {
-		n, err := s.createDroppingInvalid(ctx, t, configs[t.Name])
-		switch {
-		case err == nil:
-			s.Log.Info("created remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "partitions", t.Partitions, "replication_factor", s.ReplicationFactor, "configs", n)
-		case errors.Is(err, kerr.TopicAlreadyExists):
-			// Created meanwhile; its partitions are checked next round.
-		case errors.Is(err, kerr.InvalidReplicationFactor):
-			return fmt.Errorf("creating remote topic %s on %s with replication factor %d (key replication.factor): %w", t.Remote, s.TargetAlias, s.ReplicationFactor, err)
-		default:
-			s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+	return s.createAll(ctx, ts, configs)
+}
+
+// createAll creates the remote topics of ts, many to a request, each with
+// its entry of configs (by source topic name), and returns those that exist
+// afterwards. A topic refused for its configs is created again alone
+// without the configs the target refuses (createDroppingInvalid).
+func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]map[string]*string) ([]*Topic, error) {
+	weight := func(t *Topic) int { return 1 + int(t.Partitions) + len(configs[t.Name]) }
+	var made []*Topic
+	for _, b := range batches(ts, weight) {
+		errs, err := s.createTopics(ctx, b, configs)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			for _, t := range b {
+				s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+			}
 			continue
 		}
-		t.Ready = true
+		for _, t := range b {
+			cs := configs[t.Name]
+			n := len(cs)
+			err := resultOf(errs, nil, t.Remote, "CreateTopics")
+			if errors.Is(err, kerr.InvalidConfig) && n > 0 {
+				n, err = s.createDroppingInvalid(ctx, t, cs)
+			}
+			switch {
+			case err == nil:
+				s.Log.Info("created remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "partitions", t.Partitions, "replication_factor", s.ReplicationFactor, "configs", n)
+			case errors.Is(err, kerr.TopicAlreadyExists):
+				// Created meanwhile; its partitions are checked next round.
+			case errors.Is(err, kerr.InvalidReplicationFactor):
+				return nil, fmt.Errorf("creating remote topic %s on %s with replication factor %d (key replication.factor): %w", t.Remote, s.TargetAlias, s.ReplicationFactor, err)
+			default:
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+				continue
+			}
+			made = append(made, t)
+		}
 	}
-	return nil
+	return made, nil
 }
 
 // TargetConfigs returns the configs a new remote topic gets from its source

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -146,55 +147,47 @@ func (s *Syncer) warnOnce(topic, key, msg string, to ...string) {
 	s.Log.Warn(msg, args...)
 }
 
-// createDroppingInvalid creates topic remote with configs; when the target
-// refuses them as invalid, it checks each config alone with a validate-only
-// creation, drops those refused (one warning each, with the broker's
-// reason) and creates the topic with the rest, so one key never stops the
-// whole creation.
+// createDroppingInvalid creates the remote topic of t after the target
+// refused configs as invalid: it checks each config alone with a
+// validate-only creation, drops those refused (one warning each, with the
+// broker's reason) and creates the topic with the rest, so one key never
+// stops the whole creation. It returns the number of configs kept.
 func (s *Syncer) createDroppingInvalid(ctx context.Context, t *Topic, configs map[string]*string) (int, error) {
-	resp, err := s.Target.CreateTopic(ctx, t.Partitions, s.ReplicationFactor, configs, t.Remote)
-	if err == nil {
-		err = resp.Err
-	}
-	if !errors.Is(err, kerr.InvalidConfig) || len(configs) == 0 {
-		return len(configs), err
-	}
 	kept := make(map[string]*string, len(configs))
-	keys := make([]string, 0, len(configs))
-	for k := range configs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(configs) {
 		one := map[string]*string{k: configs[k]}
 		r, verr := s.Target.ValidateCreateTopics(ctx, t.Partitions, s.ReplicationFactor, one, t.Remote)
 		if verr == nil {
 			if tr, ok := r[t.Remote]; ok {
-				verr = tr.Err
-				if verr != nil && tr.ErrMessage != "" {
-					verr = errors.New(verr.Error() + ": " + tr.ErrMessage)
-				}
+				verr = withMessage(tr.Err, &tr.ErrMessage)
 			}
 		}
-		if verr != nil {
+		switch {
+		case verr == nil:
+			kept[k] = configs[k]
+		case errors.Is(verr, kerr.TopicAlreadyExists), ctx.Err() != nil:
+			return 0, verr // created meanwhile, or stopping: no key is to blame
+		default:
 			if _, seen := s.warned.LoadOrStore(t.Name+"\x00"+k, true); !seen {
 				s.Log.Warn("the target refuses this topic config; dropped", "topic", t.Name, "key", k, "cluster", s.TargetAlias, "err", verr)
 			}
-			continue
 		}
-		kept[k] = configs[k]
 	}
-	resp, err = s.Target.CreateTopic(ctx, t.Partitions, s.ReplicationFactor, kept, t.Remote)
-	if err == nil {
-		err = resp.Err
+	resp, err := s.Target.CreateTopic(ctx, t.Partitions, s.ReplicationFactor, kept, t.Remote)
+	if resp.Err != nil {
+		err = withMessage(resp.Err, &resp.ErrMessage)
 	}
 	return len(kept), err
 }
 
-// syncState is the part of Syncer that translate needs.
+// syncState is the part of Syncer that keeps state between calls.
 type syncState struct {
 	knownMu  sync.Mutex
 	known    map[string]bool   // topic config names of the target
 	defaults map[string]string // and their values that are not topic overrides
 	warned   sync.Map          // topic+"\x00"+key already warned about
+
+	hostMu     sync.Mutex
+	unhosted   map[string]time.Time // remote topics created, not hosted yet, since
+	hostReport time.Time            // when to log the topics waiting next
 }

@@ -114,14 +114,15 @@ func TestCreateDropsRefusedConfigs(t *testing.T) {
 	s, log := brokerSyncer(t, cs[0], cs[1], name)
 	ctx := testCtx(t)
 	tp := &Topic{Name: name, Remote: "A." + name, Partitions: 1}
-	n, err := s.createDroppingInvalid(ctx, tp, map[string]*string{
+	made, err := s.createAll(ctx, []*Topic{tp}, map[string]map[string]*string{name: {
 		"retention.ms":           str("1000"),
 		"message.format.version": str("0.10.2"),
 		"cleanup.policy":         str("nonsense"),
-	})
-	if err != nil || n != 1 {
-		t.Fatalf("created with %d configs, err %v; want 1, nil\n%s", n, err, log)
+	}})
+	if err != nil || len(made) != 1 || !strings.Contains(log.String(), "configs=1") {
+		t.Fatalf("created %d topics, err %v; want 1, nil, and configs=1 logged\n%s", len(made), err, log)
 	}
+	waitListed(t, ctx, s.Target, []string{tp.Remote}, func(int) int32 { return 1 })
 	if got := topicOverrides(t, ctx, s.Target, tp.Remote); !maps.Equal(got, map[string]string{"retention.ms": "1000"}) {
 		t.Errorf("remote topic configs %v, want only retention.ms=1000", got)
 	}
