@@ -59,7 +59,14 @@ type RebalanceEvent struct {
 	// ExitSec after the signal.
 	CopyingSec float64 `json:"copying_again_seconds"`
 	ExitSec    float64 `json:"exit_seconds,omitempty"`
-	Slowest    int     `json:"slowest_partition"`
+	// JoinedSec is, for join, from starting the worker to its log saying
+	// it was given partitions; CopyingSec counts from then.
+	JoinedSec float64 `json:"joined_seconds,omitempty"`
+	// StallSec is the longest any partition went without a new record
+	// arriving, from the event to the next.
+	StallSec       float64 `json:"longest_stall_seconds"`
+	StallPartition int     `json:"longest_stall_partition"`
+	Slowest        int     `json:"slowest_partition"`
 	// Duplicates are the records that arrived again between this event
 	// and the next.
 	Duplicates int64 `json:"duplicates"`
@@ -334,6 +341,23 @@ func (e *Env) rebalance(ctx context.Context, repl string, c RebalanceConfig) (re
 			}
 		}
 	}
+	// assigned waits until worker w's log says it was given partitions
+	// and returns when that was seen.
+	assigned := func(w *rebalWorker, deadline time.Time) (time.Time, error) {
+		mark := "partition assigned to this worker"
+		if mm2 {
+			mark = "Starting task MirrorSourceConnector"
+		}
+		for time.Now().Before(deadline) {
+			if b, err := os.ReadFile(w.log.Name()); err == nil && strings.Contains(string(b), mark) {
+				return time.Now(), nil
+			}
+			if err := sleep(100 * time.Millisecond); err != nil {
+				return time.Time{}, err
+			}
+		}
+		return time.Time{}, fmt.Errorf("the new worker was given no partitions within %v (no %q in %s)", c.Timeout, mark, w.log.Name())
+	}
 	event := func(name string, act func() error) error {
 		var lag time.Duration
 		if name != "start" {
@@ -347,11 +371,20 @@ func (e *Env) rebalance(ctx context.Context, repl string, c RebalanceConfig) (re
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		// A stopping worker copies until it exits: only records produced
-		// after that show that the others took its partitions over.
+		// after that show that the others took its partitions over. A
+		// joining one changes nothing until it is given partitions.
 		from := ev.At
-		if name == "stop" || name == "kill" {
+		switch name {
+		case "stop", "kill":
 			from = time.Now()
 			ev.ExitSec = from.Sub(ev.At).Seconds()
+		case "join":
+			t, err := assigned(workers[len(workers)-1], ev.At.Add(c.Timeout))
+			if err != nil {
+				return fmt.Errorf("join: %w", err)
+			}
+			from = t
+			ev.JoinedSec = t.Sub(ev.At).Seconds()
 		}
 		ev.Workers = len(workers)
 		wait := c.Timeout
@@ -433,6 +466,12 @@ func (e *Env) rebalance(ctx context.Context, repl string, c RebalanceConfig) (re
 			to = bounds[i+1]
 		}
 		p50, p99 := latencies(arr, bounds[i], to)
+		end := to
+		if end.IsZero() {
+			end = res.Events[i].At.Add(time.Duration(res.Events[i].CopyingSec*float64(time.Second)) + c.Settle)
+		}
+		st, sp := longestStall(arr, parts, bounds[i], end)
+		res.Events[i].StallSec, res.Events[i].StallPartition = st.Seconds(), sp
 		res.Events[i].LatencyP50, res.Events[i].LatencyP99 = p50.Seconds(), p99.Seconds()
 	}
 	res.Distinct, res.Missing = distinct, countMissing(acked, arr)
@@ -596,7 +635,7 @@ func (r *rebalReader) close() {
 func (r RebalanceRun) Summary() string {
 	var evs []string
 	for _, ev := range r.Events {
-		evs = append(evs, fmt.Sprintf("%s %.1fs/%d dup (latency p50 %.2fs p99 %.2fs)", ev.Name, ev.CopyingSec, ev.Duplicates, ev.LatencyP50, ev.LatencyP99))
+		evs = append(evs, fmt.Sprintf("%s %.1fs/%d dup/stall %.1fs (latency p50 %.2fs p99 %.2fs)", ev.Name, ev.CopyingSec, ev.Duplicates, ev.StallSec, ev.LatencyP50, ev.LatencyP99))
 	}
 	s := fmt.Sprintf("%s: %s; %d produced, %d missing", r.Replicator, strings.Join(evs, ", "), r.Produced, r.Missing)
 	if r.Error != "" {

@@ -211,3 +211,58 @@ func TestRebalanceProperties(t *testing.T) {
 		}
 	}
 }
+
+func TestRebalanceSection(t *testing.T) {
+	ev := func(name string, workers int, sec float64, dups int64) RebalanceEvent {
+		return RebalanceEvent{Name: name, Workers: workers, CopyingSec: sec, StallSec: 2 * sec, Duplicates: dups}
+	}
+	res := &RebalanceResults{Meta: RebalanceMeta{Topics: 20, Partitions: 6, Rate: 3000, Workers: 2}, Runs: []RebalanceRun{
+		{Replicator: KmirrorGroup, Produced: 100, Events: []RebalanceEvent{ev("start", 2, 5, 0), ev("steady", 2, 0.2, 0), ev("join", 3, 1, 0), ev("kill", 2, 10, 100), ev("stop", 1, 2, 0)}},
+		{Replicator: MM2, Produced: 90, Missing: 1, Events: []RebalanceEvent{ev("start", 2, 50, 0), ev("steady", 2, 0.2, 0), ev("join", 3, 2, 0), ev("kill", 2, -1, 400), ev("stop", 1, 4, 3)}},
+	}}
+	s := RebalanceSection(res)
+	for _, want := range []string{
+		"## Scaling out and in\n",
+		"| kill | 2 | 10.0 | 20.0 | 100 | not within the timeout | -2.0 | 400 |",
+		"| **missing** | | 0 of 100 | | | 1 of 90 | | |",
+		"kmirror-group / mm2: start: copying again 0.10, longest stall 0.10, duplicates both 0; join: copying again 0.50, longest stall 0.50, duplicates both 0; " +
+			"kill: copying again n/a, longest stall n/a, duplicates 0.25; stop: copying again 0.50, longest stall 0.50, duplicates 0.00.",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("section lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "kmirror-group-eos /") {
+		t.Errorf("section compares a pair without runs:\n%s", s)
+	}
+}
+
+func TestLongestStall(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		arr      []Arrival
+		parts    int
+		from, to int
+		want     time.Duration
+		slowest  int
+	}{
+		{"steady", []Arrival{arrival(0, 0, 0, 100), arrival(1, 0, 0, 150), arrival(0, 1, 0, 300), arrival(1, 1, 0, 350), arrival(0, 2, 0, 500), arrival(1, 2, 0, 550)},
+			2, 100, 600, 200 * time.Millisecond, 0},
+		{"a pause", []Arrival{arrival(0, 0, 0, 100), arrival(1, 0, 0, 150), arrival(0, 1, 0, 200), arrival(1, 1, 0, 2150), arrival(0, 2, 0, 2200)},
+			2, 100, 2300, 2 * time.Second, 1}, // a tie: the first to reach it
+		{"duplicates do not end a stall", []Arrival{arrival(0, 0, 0, 100), arrival(0, 1, 0, 200), arrival(0, 0, 0, 1000), arrival(0, 1, 0, 1100), arrival(0, 2, 0, 3200)},
+			1, 100, 3300, 3 * time.Second, 0},
+		{"a partition with nothing new stalls to the end", []Arrival{arrival(0, 0, 0, 100), arrival(1, 0, 0, 150), arrival(0, 1, 0, 200)},
+			2, 100, 1150, time.Second, 1},
+		{"what came before from counts as seen, not as a stall", []Arrival{arrival(0, 0, 0, 50), arrival(0, 0, 0, 120), arrival(0, 1, 0, 300)},
+			1, 100, 400, 200 * time.Millisecond, 0},
+		{"arrivals after to are outside", []Arrival{arrival(0, 0, 0, 100), arrival(0, 1, 0, 5000)}, 1, 100, 400, 300 * time.Millisecond, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, slowest := longestStall(tc.arr, tc.parts, at(tc.from), at(tc.to))
+			if d != tc.want || slowest != tc.slowest {
+				t.Errorf("longestStall = %v, %d; want %v, %d", d, slowest, tc.want, tc.slowest)
+			}
+		})
+	}
+}

@@ -128,7 +128,9 @@ func RebalanceSection(res *RebalanceResults) string {
 		"A reader of the target (read_committed for exactly-once) notes when each record arrives. "+
 		"**Copying again** is the time from an event until every partition has a record on the target that was produced after the event "+
 		"(for kill and stop: produced after the worker's process had exited, counted from the signal); "+
-		"*steady* is that time with no event, the floor of the measure. **Duplicates** are records whose (partition, sequence) had arrived before, counted from the event to the next. "+
+		"For join it counts from the moment the new worker's log says it was given partitions (a JVM starts slowly on this machine; until then nothing moves). "+
+		"**Longest stall** is the longest any partition went without a new record arriving, from the event to the next (a new owner's duplicates do not end it). "+
+		"*steady* is an event without any change, the floor of both measures. **Duplicates** are records whose (partition, sequence) had arrived before, counted from the event to the next. "+
 		"Load average (1 min) at the start: %.2f.\n\n",
 		m.Started.UTC().Format("2006-01-02 15:04"), m.CPU, m.Cores, m.Kafka, m.KmirrorRev, m.Topics, m.Partitions, m.Rate, m.Workers,
 		m.SettleSec, "the `kmirror-slots-N` balancer", m.TasksMax, m.SessionMS, m.MM2DelayMS, m.Load1Start)
@@ -140,10 +142,10 @@ func RebalanceSection(res *RebalanceResults) string {
 	}
 	b.WriteString("| event | workers |")
 	for _, r := range order {
-		fmt.Fprintf(&b, " %s: copying again (s) | %s: duplicates |", r, r)
+		fmt.Fprintf(&b, " %s: copying again (s) | longest stall (s) | duplicates |", r)
 	}
 	b.WriteString(" load1 |\n|---|---:|")
-	b.WriteString(strings.Repeat("---:|---:|", len(order)))
+	b.WriteString(strings.Repeat("---:|---:|---:|", len(order)))
 	b.WriteString("---:|\n")
 	if len(order) > 0 {
 		for i, ev := range res.Runs[0].Events {
@@ -152,17 +154,21 @@ func RebalanceSection(res *RebalanceResults) string {
 			for _, r := range order {
 				evs := by[r].Events
 				if i >= len(evs) {
-					b.WriteString(" – | – |")
+					b.WriteString(" – | – | – |")
 					continue
 				}
 				load = max(load, evs[i].Load1)
-				fmt.Fprintf(&b, " %s | %d |", secText(evs[i].CopyingSec), evs[i].Duplicates)
+				c := secText(evs[i].CopyingSec)
+				if evs[i].JoinedSec > 0 {
+					c += fmt.Sprintf(" (joined after %.1f)", evs[i].JoinedSec)
+				}
+				fmt.Fprintf(&b, " %s | %.1f | %d |", c, evs[i].StallSec, evs[i].Duplicates)
 			}
 			fmt.Fprintf(&b, " %.1f |\n", load)
 		}
 		b.WriteString("| **missing** | |")
 		for _, r := range order {
-			fmt.Fprintf(&b, " %d of %d | |", by[r].Missing, by[r].Produced)
+			fmt.Fprintf(&b, " %d of %d | | |", by[r].Missing, by[r].Produced)
 		}
 		b.WriteString(" |\n")
 	}
@@ -183,8 +189,8 @@ func RebalanceSection(res *RebalanceResults) string {
 			if ev.Name == "steady" {
 				continue
 			}
-			parts = append(parts, fmt.Sprintf("%s: copying again %s, duplicates %s", ev.Name, rebalRatio(ev.CopyingSec, o.CopyingSec),
-				rebalRatio(float64(ev.Duplicates), float64(o.Duplicates))))
+			parts = append(parts, fmt.Sprintf("%s: copying again %s, longest stall %s, duplicates %s", ev.Name, rebalRatio(ev.CopyingSec, o.CopyingSec),
+				rebalRatio(ev.StallSec, o.StallSec), rebalRatio(float64(ev.Duplicates), float64(o.Duplicates))))
 		}
 		fmt.Fprintf(&b, "\n%s / %s: %s.\n", p[0], p[1], strings.Join(parts, "; "))
 	}
@@ -229,4 +235,36 @@ func latencies(arr []Arrival, from, to time.Time) (p50, p99 time.Duration) {
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	return ds[(len(ds)-1)/2], ds[(len(ds)-1)*99/100]
+}
+
+// longestStall is the longest any of parts partitions went, within [from,
+// to), without a record arriving for the first time: duplicates (a new
+// owner copying again from older progress) do not end a stall, and a
+// partition with nothing new up to to stalled from from to to.
+func longestStall(arr []Arrival, parts int, from, to time.Time) (d time.Duration, slowest int) {
+	last := make([]time.Time, parts)
+	for p := range last {
+		last[p] = from
+	}
+	seen := map[[2]int64]bool{}
+	for _, a := range arr {
+		k := [2]int64{int64(a.Partition), a.Seq}
+		if seen[k] || a.Partition >= parts {
+			continue
+		}
+		seen[k] = true
+		if a.At.Before(from) || !a.At.Before(to) {
+			continue
+		}
+		if g := a.At.Sub(last[a.Partition]); g > d {
+			d, slowest = g, a.Partition
+		}
+		last[a.Partition] = a.At
+	}
+	for p, t := range last {
+		if g := to.Sub(t); g > d {
+			d, slowest = g, p
+		}
+	}
+	return d, slowest
 }
