@@ -214,7 +214,7 @@ func TestRebalanceProperties(t *testing.T) {
 
 func TestRebalanceSection(t *testing.T) {
 	ev := func(name string, workers int, sec float64, dups int64) RebalanceEvent {
-		return RebalanceEvent{Name: name, Workers: workers, CopyingSec: sec, StallSec: 2 * sec, Duplicates: dups}
+		return RebalanceEvent{Name: name, Workers: workers, CopyingSec: sec, StallSec: 2 * sec, Duplicates: dups, LatencyP50: sec / 10, LatencyP99: sec}
 	}
 	res := &RebalanceResults{Meta: RebalanceMeta{Topics: 20, Partitions: 6, Rate: 3000, Workers: 2}, Runs: []RebalanceRun{
 		{Replicator: KmirrorGroup, Produced: 100, Events: []RebalanceEvent{ev("start", 2, 5, 0), ev("steady", 2, 0.2, 0), ev("join", 3, 1, 0), ev("kill", 2, 10, 100), ev("stop", 1, 2, 0)}},
@@ -225,6 +225,7 @@ func TestRebalanceSection(t *testing.T) {
 		"## Scaling out and in\n",
 		"| kill | 2 | 10.0 | 20.0 | 100 | not within the timeout | -2.0 | 400 |",
 		"| **missing** | | 0 of 100 | | | 1 of 90 | | |",
+		"| kill | 1.00 / 10.00 | -0.10 / -1.00 |",
 		"kmirror-group / mm2: start: copying again 0.10, longest stall 0.10, duplicates both 0; join: copying again 0.50, longest stall 0.50, duplicates both 0; " +
 			"kill: copying again n/a, longest stall n/a, duplicates 0.25; stop: copying again 0.50, longest stall 0.50, duplicates 0.00.",
 	} {

@@ -172,6 +172,24 @@ func RebalanceSection(res *RebalanceResults) string {
 		}
 		b.WriteString(" |\n")
 	}
+	if len(order) > 0 {
+		b.WriteString("\nLatency from the source producer to the reader of the target, median / 99th percentile (s), of the records that arrived from each event to the next:\n\n| event |")
+		for _, r := range order {
+			fmt.Fprintf(&b, " %s |", r)
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---:|", len(order)) + "\n")
+		for i, ev := range res.Runs[0].Events {
+			fmt.Fprintf(&b, "| %s |", ev.Name)
+			for _, r := range order {
+				if evs := by[r].Events; i < len(evs) {
+					fmt.Fprintf(&b, " %.2f / %.2f |", evs[i].LatencyP50, evs[i].LatencyP99)
+				} else {
+					b.WriteString(" – |")
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
 	for _, r := range order {
 		if e := by[r].Error; e != "" {
 			fmt.Fprintf(&b, "\n%s failed: %s\n", r, e)

@@ -53,6 +53,7 @@ Rebalance flags: --topics N (20) --partitions N (6) --rate N (3000 records/s)
   (10s, the group session timeout of both) --mm2-delay D (10s, MM2's
   scheduled.rebalance.max.delay.ms) --tasks-max N (6)
   --replicators kmirror-group,mm2,kmirror-group-eos,mm2-eos --out DIR
+  --report FILE (print the section of a saved rebalance.json, run nothing)
 
 Run flags:
   --quick             a few seconds per run (CI smoke test)
@@ -211,8 +212,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.IntVar(&c.TasksMax, "tasks-max", 6, "tasks.max in mm2.properties")
 		repls := fs.String("replicators", "kmirror-group,mm2,kmirror-group-eos,mm2-eos", "replicators, in order")
 		out := fs.String("out", "", "results folder")
+		report := fs.String("report", "", "only print the section for this rebalance.json")
 		if fs.Parse(args) != nil {
 			return 2
+		}
+		if *report != "" {
+			var res harness.RebalanceResults
+			b, err := os.ReadFile(*report)
+			if err == nil {
+				err = json.Unmarshal(b, &res)
+			}
+			if err != nil {
+				fmt.Fprintln(stderr, "kbench:", err)
+				return 1
+			}
+			fmt.Fprint(stdout, harness.RebalanceSection(&res))
+			return 0
 		}
 		if c.Topics < 1 || *parts < 1 || c.Rate < 1 || c.Workers < 2 || c.Session < time.Second {
 			fmt.Fprintln(stderr, "kbench rebalance: --topics, --partitions and --rate must be 1 or more, --workers 2 or more, --session at least 1s")
