@@ -356,7 +356,7 @@ func (e *Env) rebalance(ctx context.Context, repl string, c RebalanceConfig) (re
 				return time.Time{}, err
 			}
 		}
-		return time.Time{}, fmt.Errorf("the new worker was given no partitions within %v (no %q in %s)", c.Timeout, mark, w.log.Name())
+		return time.Time{}, fmt.Errorf("the new worker was given no partitions in time (no %q in %s)", mark, w.log.Name())
 	}
 	event := func(name string, act func() error) error {
 		var lag time.Duration
@@ -379,7 +379,7 @@ func (e *Env) rebalance(ctx context.Context, repl string, c RebalanceConfig) (re
 			from = time.Now()
 			ev.ExitSec = from.Sub(ev.At).Seconds()
 		case "join":
-			t, err := assigned(workers[len(workers)-1], ev.At.Add(c.Timeout))
+			t, err := assigned(workers[len(workers)-1], ev.At.Add(max(c.Timeout, 3*time.Minute)))
 			if err != nil {
 				return fmt.Errorf("join: %w", err)
 			}
