@@ -112,6 +112,8 @@ type RebalanceMeta struct {
 	SettleSec  float64   `json:"settle_seconds"`
 	Properties string    `json:"properties"`
 	Load1Start float64   `json:"load1_start"`
+	// Note says how the results were put together, if not by one run.
+	Note string `json:"note,omitempty"`
 }
 
 func (c RebalanceConfig) workload(seq int) Workload {
@@ -391,7 +393,7 @@ func (e *Env) rebalance(ctx context.Context, repl string, c RebalanceConfig) (re
 		if name == "start" { // a JVM on a loaded machine starts slowly
 			wait = max(wait, 3*time.Minute)
 		}
-		deadline := ev.At.Add(wait)
+		deadline := from.Add(wait)
 		for time.Now().Before(deadline) {
 			if err := sleep(250 * time.Millisecond); err != nil {
 				return err

@@ -134,6 +134,9 @@ func RebalanceSection(res *RebalanceResults) string {
 		"Load average (1 min) at the start: %.2f.\n\n",
 		m.Started.UTC().Format("2006-01-02 15:04"), m.CPU, m.Cores, m.Kafka, m.KmirrorRev, m.Topics, m.Partitions, m.Rate, m.Workers,
 		m.SettleSec, "the `kmirror-slots-N` balancer", m.TasksMax, m.SessionMS, m.MM2DelayMS, m.Load1Start)
+	if m.Note != "" {
+		b.WriteString(m.Note + "\n\n")
+	}
 	by := map[string]RebalanceRun{}
 	var order []string
 	for _, r := range res.Runs {
