@@ -37,11 +37,23 @@ Usage:
                                 RSS, new-topic detection, kmirror vs MM2;
                                 writes --out/scale.json and scale.md (a
                                 section for docs/benchmarks.md)
+  kbench rebalance [flags]      workers joining, killed and stopped under a
+                                steady producer: time until every partition
+                                copies again, duplicates, missing; kmirror
+                                group mode vs MM2 dedicated nodes; writes
+                                --out/rebalance.json and rebalance.md
 
 Scale flags: --topics N (1000) --partitions N (5) --per-partition N (20)
   --new-topics N (10) --idle D (60s) --refresh D (10s, refresh.topics.interval.seconds
   of both) --profile D (20s, kmirror's CPU profile after the idle window)
   --tasks-max N (4) --replicators kmirror,mm2 --timeout D (5m) --out DIR
+
+Rebalance flags: --topics N (20) --partitions N (6) --rate N (3000 records/s)
+  --workers N (2) --settle D (15s) --timeout D (90s, per event) --session D
+  (10s, the group session timeout of both) --mm2-delay D (10s, MM2's
+  scheduled.rebalance.max.delay.ms) --tasks-max N (6)
+  --replicators kmirror-group,mm2,kmirror-group-eos,mm2-eos --out DIR
+  --report FILE (print the section of a saved rebalance.json, run nothing)
 
 Run flags:
   --quick             a few seconds per run (CI smoke test)
@@ -178,6 +190,58 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if res != nil {
 			sec := harness.ScaleSection(res)
 			if werr := os.WriteFile(filepath.Join(*out, "scale.md"), []byte(sec), 0o644); werr != nil {
+				fmt.Fprintln(stderr, "kbench:", werr)
+			}
+			fmt.Fprint(stdout, sec)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "kbench:", err)
+			return 1
+		}
+		return 0
+	case "rebalance":
+		c := harness.RebalanceConfig{Root: root, Log: stderr}
+		fs.IntVar(&c.Topics, "topics", 20, "source topics")
+		parts := fs.Int("partitions", 6, "partitions per topic")
+		fs.IntVar(&c.Rate, "rate", 3000, "records per second over all partitions")
+		fs.IntVar(&c.Workers, "workers", 2, "workers at the start")
+		fs.DurationVar(&c.Settle, "settle", 15*time.Second, "wait after every partition copies again, before the next event")
+		fs.DurationVar(&c.Timeout, "timeout", 90*time.Second, "longest wait for every partition to copy again")
+		fs.DurationVar(&c.Session, "session", 10*time.Second, "group session timeout of both replicators")
+		fs.DurationVar(&c.MM2Delay, "mm2-delay", 10*time.Second, "MM2's scheduled.rebalance.max.delay.ms")
+		fs.IntVar(&c.TasksMax, "tasks-max", 6, "tasks.max in mm2.properties")
+		repls := fs.String("replicators", "kmirror-group,mm2,kmirror-group-eos,mm2-eos", "replicators, in order")
+		out := fs.String("out", "", "results folder")
+		report := fs.String("report", "", "only print the section for this rebalance.json")
+		if fs.Parse(args) != nil {
+			return 2
+		}
+		if *report != "" {
+			var res harness.RebalanceResults
+			b, err := os.ReadFile(*report)
+			if err == nil {
+				err = json.Unmarshal(b, &res)
+			}
+			if err != nil {
+				fmt.Fprintln(stderr, "kbench:", err)
+				return 1
+			}
+			fmt.Fprint(stdout, harness.RebalanceSection(&res))
+			return 0
+		}
+		if c.Topics < 1 || *parts < 1 || c.Rate < 1 || c.Workers < 2 || c.Session < time.Second {
+			fmt.Fprintln(stderr, "kbench rebalance: --topics, --partitions and --rate must be 1 or more, --workers 2 or more, --session at least 1s")
+			return 2
+		}
+		c.Partitions, c.Replicators = int32(*parts), split(*repls)
+		if *out == "" {
+			*out = filepath.Join(root, "bench", "results", "rebalance-"+time.Now().Format("20060102-150405"))
+		}
+		c.Dir = *out
+		res, err := harness.RunRebalance(ctx, c)
+		if res != nil {
+			sec := harness.RebalanceSection(res)
+			if werr := os.WriteFile(filepath.Join(*out, "rebalance.md"), []byte(sec), 0o644); werr != nil {
 				fmt.Fprintln(stderr, "kbench:", werr)
 			}
 			fmt.Fprint(stdout, sec)
