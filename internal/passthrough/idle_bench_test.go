@@ -85,3 +85,15 @@ func BenchmarkIdleFetchRequest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIdleStatus is Status over 5,000 idle partitions, as the
+// dashboard and the health check call it every few seconds.
+func BenchmarkIdleStatus(b *testing.B) {
+	pl, _ := idlePipeline()
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := pl.Status(); len(st) != 5000 {
+			b.Fatalf("%d partitions", len(st))
+		}
+	}
+}

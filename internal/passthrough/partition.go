@@ -142,6 +142,7 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 			from = "log end"
 		}
 		pl.parts[a.TP] = p
+		pl.sorted = nil
 		pl.touchLocked(p)
 		if p.next < 0 {
 			pl.unresolved[p] = struct{}{}
@@ -230,6 +231,7 @@ func (v revoker) Delete(tps []progress.TP) {
 		if p := pl.parts[tp]; p != nil {
 			pl.dropQueueLocked(p, false)
 			delete(pl.parts, tp)
+			pl.sorted = nil
 			delete(pl.sendable, p)
 			pl.touchLocked(p)
 		}

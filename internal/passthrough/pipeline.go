@@ -134,7 +134,8 @@ type Pipeline struct {
 
 	mu        sync.Mutex
 	parts     map[progress.TP]*partition
-	pid       int64 // -1 until InitProducerID answered
+	sorted    []*partition // parts by topic and partition, for Status; nil after parts changed
+	pid       int64        // -1 until InitProducerID answered
 	epoch     int16
 	needPID   bool
 	needMeta  bool
