@@ -85,3 +85,43 @@ func BenchmarkIdleFetchRequest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIdleStatus is Status over 5,000 idle partitions, as the
+// dashboard and the health check call it every few seconds.
+func BenchmarkIdleStatus(b *testing.B) {
+	pl, _ := idlePipeline()
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := pl.Status(); len(st) != 5000 {
+			b.Fatalf("%d partitions", len(st))
+		}
+	}
+}
+
+// BenchmarkIdleCommit is what the progress commit of 5,000 idle
+// partitions whose progress was saved builds for the progress store to
+// compare and write, every offset flush interval: "all" the positions of
+// every partition (as Commit did), "changed" those that moved since the
+// last commit.
+func BenchmarkIdleCommit(b *testing.B) {
+	pl, _ := idlePipeline()
+	pl.mu.Lock()
+	for _, p := range pl.parts {
+		p.Done, p.committed, p.hasCommitted = 10, 10, true
+	}
+	pl.mu.Unlock()
+	for _, tc := range []struct {
+		name string
+		pos  func() map[progress.TP]int64
+		want int
+	}{{"all", pl.Positions, 5000}, {"changed", pl.changedPositions, 0}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if n := len(tc.pos()); n != tc.want {
+					b.Fatalf("%d positions, want %d", n, tc.want)
+				}
+			}
+		})
+	}
+}

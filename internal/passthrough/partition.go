@@ -70,6 +70,10 @@ type partition struct {
 	srcLeader, srcEpoch, tgtLeader int32
 	srcID, tgtID                   [16]byte
 	maxBytes                       int // target max.message.bytes
+	// committed is the position the last successful Commit saved
+	// (hasCommitted: there was one).
+	committed    int64
+	hasCommitted bool
 }
 
 // outBatch is one v2 batch on its way to the target.
@@ -142,6 +146,7 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 			from = "log end"
 		}
 		pl.parts[a.TP] = p
+		pl.sorted = nil
 		pl.touchLocked(p)
 		if p.next < 0 {
 			pl.unresolved[p] = struct{}{}
@@ -230,6 +235,7 @@ func (v revoker) Delete(tps []progress.TP) {
 		if p := pl.parts[tp]; p != nil {
 			pl.dropQueueLocked(p, false)
 			delete(pl.parts, tp)
+			pl.sorted = nil
 			delete(pl.sendable, p)
 			pl.touchLocked(p)
 		}
@@ -276,7 +282,39 @@ func (pl *Pipeline) Commit(ctx context.Context) error {
 	if pl.eos() {
 		return pl.txnCommit(ctx)
 	}
-	return pl.Save(ctx, pl.Positions())
+	pos := pl.changedPositions()
+	if err := pl.Save(ctx, pos); err != nil {
+		return err
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for tp, off := range pos {
+		if p := pl.parts[tp]; p != nil {
+			p.committed, p.hasCommitted = off, true
+		}
+	}
+	return nil
+}
+
+// changedPositions returns the positions that differ from what the last
+// successful Commit saved of their partition: the progress store writes
+// only those anyway, and an idle flow's Commit then builds an empty map
+// instead of one of every partition.
+func (pl *Pipeline) changedPositions() map[progress.TP]int64 {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	var out map[progress.TP]int64
+	for tp, p := range pl.parts {
+		off, ok := p.Position()
+		if !ok || p.hasCommitted && p.committed == off {
+			continue
+		}
+		if out == nil {
+			out = make(map[progress.TP]int64)
+		}
+		out[tp] = off
+	}
+	return out
 }
 
 // outOfRange handles a fetch position that is not in the source log: the

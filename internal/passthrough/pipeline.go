@@ -134,7 +134,8 @@ type Pipeline struct {
 
 	mu        sync.Mutex
 	parts     map[progress.TP]*partition
-	pid       int64 // -1 until InitProducerID answered
+	sorted    []*partition // parts by topic and partition, for Status; nil after parts changed
+	pid       int64        // -1 until InitProducerID answered
 	epoch     int16
 	needPID   bool
 	needMeta  bool
@@ -380,7 +381,7 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	defer cancel()
 	src, err1 := pl.cfg.SourceAdmin.Metadata(rctx, keys(srcSet)...)
 	dst, err2 := pl.tadm.Metadata(rctx, keys(dstSet)...)
-	cfgs, err3 := pl.tadm.DescribeTopicConfigs(rctx, keys(dstSet)...)
+	maxBytes, err3 := pl.targetMaxBytes(rctx, keys(dstSet))
 	if err := errors.Join(err1, err2); err != nil {
 		if ctx.Err() == nil {
 			pl.cfg.Log.Warn("passthrough: metadata refresh failed; retrying", "err", err)
@@ -390,17 +391,8 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 		pl.mu.Unlock()
 		return
 	}
-	maxBytes := map[string]int{}
-	if err3 == nil {
-		for _, rc := range cfgs {
-			for _, c := range rc.Configs {
-				if c.Key == "max.message.bytes" {
-					if n, err := strconv.Atoi(c.MaybeValue()); err == nil && n > headerSize {
-						maxBytes[rc.Name] = n
-					}
-				}
-			}
-		}
+	if err3 != nil {
+		maxBytes = nil // keep what is known
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -435,6 +427,38 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 			pl.needMeta = true // try again soon
 		}
 	}
+}
+
+// targetMaxBytes returns the max.message.bytes of the target topics that
+// have one above a batch header. It asks for that one key only, without
+// synonyms: a topic's full configs are ~40 entries each.
+func (pl *Pipeline) targetMaxBytes(ctx context.Context, topics []string) (map[string]int, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, t := range topics {
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, t
+		r.ConfigNames = []string{"max.message.bytes"}
+		req.Resources = append(req.Resources, r)
+	}
+	resp, err := req.RequestWith(ctx, pl.cfg.Target)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(topics))
+	for _, r := range resp.Resources {
+		if r.ErrorCode != 0 {
+			continue
+		}
+		for _, c := range r.Configs {
+			if c.Name != "max.message.bytes" || c.Value == nil {
+				continue
+			}
+			if n, err := strconv.Atoi(*c.Value); err == nil && n > headerSize {
+				out[r.ResourceName] = n
+			}
+		}
+	}
+	return out, nil
 }
 
 func keys(m map[string]bool) []string {

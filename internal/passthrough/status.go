@@ -1,13 +1,21 @@
 package passthrough
 
-import "github.com/kmirror/kmirror/internal/datapath"
+import (
+	"cmp"
+	"slices"
 
-// Status returns the state of every assigned partition, sorted.
+	"github.com/kmirror/kmirror/internal/datapath"
+)
+
+// Status returns the state of every assigned partition, sorted. The
+// order is kept between calls and sorted again only after partitions
+// were added or deleted, so an idle flow's Status is a copy.
 func (pl *Pipeline) Status() []datapath.PartitionStatus {
 	paused := pl.Paused()
 	pl.mu.Lock()
+	defer pl.mu.Unlock()
 	out := make([]datapath.PartitionStatus, 0, len(pl.parts))
-	for _, p := range pl.parts {
+	for _, p := range pl.sortedLocked() {
 		if p.revoked {
 			continue
 		}
@@ -18,9 +26,21 @@ func (pl *Pipeline) Status() []datapath.PartitionStatus {
 		}
 		out = append(out, st)
 	}
-	pl.mu.Unlock()
-	datapath.SortStatus(out)
 	return out
+}
+
+// sortedLocked returns the partitions by topic, then partition.
+func (pl *Pipeline) sortedLocked() []*partition {
+	if pl.sorted == nil {
+		pl.sorted = make([]*partition, 0, len(pl.parts))
+		for _, p := range pl.parts {
+			pl.sorted = append(pl.sorted, p)
+		}
+		slices.SortFunc(pl.sorted, func(a, b *partition) int {
+			return cmp.Or(cmp.Compare(a.tp.Topic, b.tp.Topic), cmp.Compare(a.tp.Partition, b.tp.Partition))
+		})
+	}
+	return pl.sorted
 }
 
 // Pause stops fetching from the source; batches already fetched still go
