@@ -179,14 +179,18 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- pl.Run(rctx, 10*time.Second) }()
-	if fc.txnID != "" {
-		go func() {
-			for rctx.Err() == nil {
-				_ = pl.Commit(rctx) // a failed one is aborted and retried
-				time.Sleep(50 * time.Millisecond)
-			}
-		}()
-	}
+	// The commit loop ends before Run does: a commit cut off mid-request
+	// leaves the transaction to be aborted, and Run's last commit would
+	// report that (flow.run still has that race at shutdown).
+	cctx, ccancel := context.WithCancel(rctx)
+	commitsDone := make(chan struct{})
+	go func() {
+		defer close(commitsDone)
+		for fc.txnID != "" && cctx.Err() == nil {
+			_ = pl.Commit(cctx) // a failed one is aborted and retried
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
 	dctx, dcancel := context.WithCancel(ctx)
 	duringDone := make(chan struct{})
 	go func() {
@@ -222,6 +226,8 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	}
 	dcancel()
 	<-duringDone
+	ccancel()
+	<-commitsDone
 	rcancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -358,6 +358,11 @@ func (pl *Pipeline) txnCommit(ctx context.Context) error {
 		return pl.txnSettledLocked() || pl.txn.failed != nil || pl.txn.fatal != nil
 	})
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up (a commit loop stopping while Run's last
+		// commit comes): the transaction stays open for the next commit.
+		return fmt.Errorf("exactly-once: commit: %w", ctx.Err())
+	}
 	pl.mu.Lock()
 	if err != nil {
 		pl.failTxnLocked(fmt.Errorf("waiting for the transaction's batches: %w", err))
