@@ -168,27 +168,33 @@ func TestFetchSessionOnBroker(t *testing.T) {
 	t.Logf("idle: %d fetches of %v bytes", len(idle), idle)
 
 	// break the session on the broker's side while no fetch is out.
+	// A lane just reset may not have sent its full fetch yet: paused, it
+	// never would, so the pipeline resumes between tries.
 	breakSession := func(how func(ls *laneState)) {
 		t.Helper()
-		pl.Pause()
-		defer pl.Resume()
-		for {
-			pl.mu.Lock()
-			n := 0
-			for _, ls := range pl.lanes {
-				if !ls.fetching && ls.epoch > 0 {
-					how(ls)
-					n++
+		for try := 0; ; try++ {
+			pl.Pause()
+			for wait := 0; wait < 100; wait++ { // in-flight fetches end within MaxWait
+				pl.mu.Lock()
+				n := 0
+				for _, ls := range pl.lanes {
+					if !ls.fetching && ls.epoch > 0 {
+						how(ls)
+						n++
+					}
 				}
+				pl.mu.Unlock()
+				if n > 0 {
+					pl.Resume()
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
-			pl.mu.Unlock()
-			if n > 0 {
-				return
-			}
+			pl.Resume()
 			if ctx.Err() != nil {
-				t.Fatal("no lane in a session without a fetch out")
+				t.Fatalf("no lane in a session without a fetch out after %d tries", try+1)
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	produce(per)
