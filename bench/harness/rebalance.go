@@ -16,8 +16,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kmirror/kmirror/internal/kafkalocal"
 )
 
 // Replicators of kbench rebalance: kmirror in group mode (its default
@@ -154,18 +152,9 @@ func RunRebalance(ctx context.Context, c RebalanceConfig) (*RebalanceResults, er
 	if len(c.Replicators) == 0 {
 		c.Replicators = []string{KmirrorGroup, MM2, KmirrorGroupEOS, MM2EOS}
 	}
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	libs, err := kafkalocal.ResolveLibs(ctx, c.Root, c.Log)
+	libs, bin, err := prepareRun(ctx, c.Root, c.Dir, c.Log)
 	if err != nil {
 		return nil, err
-	}
-	bin := filepath.Join(c.Dir, "kmirror")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kmirror")
-	build.Dir = c.Root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/kmirror: %v\n%s", err, out)
 	}
 	m := meta(Config{Root: c.Root, TasksMax: c.TasksMax}, libs, nil)
 	res := &RebalanceResults{Meta: RebalanceMeta{Started: time.Now(), CPU: m.CPU, Cores: m.Cores, Kafka: m.Kafka, KmirrorRev: m.KmirrorRev,

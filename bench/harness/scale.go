@@ -131,18 +131,9 @@ func RunScale(ctx context.Context, c ScaleConfig) (*ScaleResults, error) {
 	if len(c.Replicators) == 0 {
 		c.Replicators = []string{Kmirror, MM2}
 	}
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	libs, err := kafkalocal.ResolveLibs(ctx, c.Root, c.Log)
+	libs, bin, err := prepareRun(ctx, c.Root, c.Dir, c.Log)
 	if err != nil {
 		return nil, err
-	}
-	bin := filepath.Join(c.Dir, "kmirror")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kmirror")
-	build.Dir = c.Root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/kmirror: %v\n%s", err, out)
 	}
 	m := meta(Config{Root: c.Root, TasksMax: c.TasksMax}, libs, nil)
 	res := &ScaleResults{Meta: ScaleMeta{Started: time.Now(), CPU: m.CPU, Cores: m.Cores, Kafka: m.Kafka, KmirrorRev: m.KmirrorRev,
@@ -489,4 +480,22 @@ func ratioText(a, b float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f", ratio(a, b))
+}
+
+// prepareRun makes a run's folder, resolves the Kafka jars and builds the
+// kmirror binary into the folder, for kbench scale and kbench rebalance.
+func prepareRun(ctx context.Context, root, dir string, log io.Writer) (libs, bin string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	if libs, err = kafkalocal.ResolveLibs(ctx, root, log); err != nil {
+		return "", "", err
+	}
+	bin = filepath.Join(dir, "kmirror")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/kmirror")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("go build ./cmd/kmirror: %v\n%s", err, out)
+	}
+	return libs, bin, nil
 }
