@@ -147,10 +147,11 @@ type Pipeline struct {
 	fetchesIn int
 	// The partitions a pass looks at (session.go): dirty and waiting for
 	// fetches, sendable (queued batches or a stop to make) for produces,
-	// unresolved (no position) and oor (out of range) for maintain.
-	dirty, waiting, sendable, unresolved, oor map[*partition]struct{}
-	producing                                 map[int32]int // target brokers: produce requests in flight
-	produceIn                                 int
+	// unresolved (no position) and oor (out of range) for maintain;
+	// moved, those whose progress may differ from what Commit last saved.
+	dirty, waiting, sendable, unresolved, oor, moved map[*partition]struct{}
+	producing                                        map[int32]int // target brokers: produce requests in flight
+	produceIn                                        int
 	// issued is, per target broker, closed once the last produce request
 	// issued to it is queued in franz-go: the next waits for it, so
 	// requests reach a broker in the order they were built.
@@ -218,6 +219,7 @@ func New(cfg Config) *Pipeline {
 		sendable:   make(map[*partition]struct{}),
 		unresolved: make(map[*partition]struct{}),
 		oor:        make(map[*partition]struct{}),
+		moved:      make(map[*partition]struct{}),
 		producing:  make(map[int32]int),
 	}
 	if cfg.TransactionalID != "" {
