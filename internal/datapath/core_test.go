@@ -26,16 +26,7 @@ import (
 // 41.
 func newStore(t *testing.T) *progress.Store {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	c, cl := kfakeCluster(t, kfake.NumBrokers(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
@@ -182,16 +173,7 @@ func (f *fakeParts) Delete(tps []progress.TP) {
 // listing what it published, in order, as topic:partition up->down.
 func newSyncs(t *testing.T) (*offsetsync.Writer, func() string) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "mm2-offset-syncs.B.internal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	c, cl := kfakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "mm2-offset-syncs.B.internal"))
 	w := offsetsync.New(cl, "mm2-offset-syncs.B.internal", 100, slog.New(slog.DiscardHandler), nil)
 	return w, func() string {
 		if err := cl.Flush(context.Background()); err != nil {

@@ -90,3 +90,10 @@ func Lane(tp progress.TP, n int) int {
 	}
 	return int((h + uint32(tp.Partition)) % uint32(n))
 }
+
+// StatusAppender is an Engine that appends its Status to a slice the
+// caller keeps, so that a reader every few seconds (Health) reuses one
+// buffer instead of allocating one of every partition.
+type StatusAppender interface {
+	AppendStatus(dst []PartitionStatus) []PartitionStatus
+}
