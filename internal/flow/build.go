@@ -46,6 +46,7 @@ type running struct {
 	health             *datapath.Health // watches rep's partitions
 	syncer             *topicsync.Syncer
 	assigned           map[progress.TP]bool // single mode: partitions handed to rep
+	synced             []topicsync.Topic    // the topics of the last refresh that went through
 }
 
 // connect checks the settings the flow needs and that both clusters answer.
@@ -235,6 +236,7 @@ func (r *running) build(ctx context.Context) error {
 		Source:                r.srcAdm,
 		Target:                r.tgtAdm,
 		TargetClient:          r.tgtAdmCl,
+		SourceClient:          r.srcAdmCl,
 		SourceAlias:           c.Source,
 		TargetAlias:           c.Target,
 		Policy:                r.pol,

@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,12 +15,30 @@ import (
 )
 
 // refresh syncs the topics and hands new partitions to the data path (or,
-// in group mode, new topics to the group), taking gone ones back.
+// in group mode, new topics to the group), taking gone ones back. Topics
+// the same as at the last refresh that went through leave nothing to do.
 func (r *running) refresh(ctx context.Context) error {
 	ts, err := r.syncer.Sync(ctx)
 	if err != nil {
 		return err
 	}
+	if r.synced != nil && slices.Equal(ts, r.synced) {
+		return nil
+	}
+	r.synced = nil
+	if err := r.apply(ctx, ts); err != nil {
+		return err
+	}
+	r.synced = slices.Clip(ts)
+	if r.synced == nil {
+		r.synced = []topicsync.Topic{}
+	}
+	return nil
+}
+
+// apply hands the partitions of ts to the data path, or their topics to
+// the group, and takes gone ones back.
+func (r *running) apply(ctx context.Context, ts []topicsync.Topic) error {
 	for _, t := range ts {
 		if err := r.checkTopicID(ctx, t); err != nil {
 			return err

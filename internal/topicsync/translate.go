@@ -190,4 +190,7 @@ type syncState struct {
 	hostMu     sync.Mutex
 	unhosted   map[string]time.Time // remote topics created, not hosted yet, since
 	hostReport time.Time            // when to log the topics waiting next
+
+	syncMu sync.Mutex // one Sync at a time
+	last   *settled   // the last Sync, if it left every topic Ready
 }
