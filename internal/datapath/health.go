@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
 )
@@ -248,7 +247,9 @@ func (h *Health) locate(ctx context.Context) []listing {
 		}
 	}
 	h.mu.Unlock()
-	resp, err := clients.Metadata(ctx, h.cfg.Source, req)
+	// Through the client: it learns the brokers from the answer, and so
+	// finds a leader that is new to it.
+	resp, err := req.RequestWith(ctx, h.cfg.Source)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
@@ -366,9 +368,13 @@ func (pl *Pipeline) initProducerID(ctx context.Context) {
 }
 
 // refreshMetadata learns leaders, leader epochs and topic IDs on both
-// sides and the target topics' max.message.bytes.
+// sides and the target topics' max.message.bytes. The periodic refresh
+// asks a broker straight (clients.Metadata); one that something asked
+// for (an error, new partitions) goes through the clients, which then
+// learn of brokers new to them.
 func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	pl.mu.Lock()
+	periodic := !pl.needMeta
 	pl.needMeta = false
 	pl.lastMeta = time.Now()
 	srcSet, dstSet := map[string]bool{}, map[string]bool{}
@@ -381,8 +387,8 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	src, err1 := pl.cfg.SourceAdmin.Metadata(rctx, keys(srcSet)...)
-	dst, err2 := pl.tadm.Metadata(rctx, keys(dstSet)...)
+	src, err1 := metadata(rctx, pl.cfg.Source, keys(srcSet), periodic)
+	dst, err2 := metadata(rctx, pl.cfg.Target, keys(dstSet), periodic)
 	maxBytes, err3 := pl.targetMaxBytes(rctx, keys(dstSet))
 	if err := errors.Join(err1, err2); err != nil {
 		if ctx.Err() == nil {
@@ -398,27 +404,25 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	for _, t := range src.Topics {
-		if t.Err == nil {
-			pl.srcNames[t.ID] = t.Topic
-		}
+	for name, t := range src {
+		pl.srcNames[t.TopicID] = name
 	}
 	for _, p := range pl.parts {
 		was := [...]int32{p.srcLeader, p.srcEpoch}
 		wasID := p.srcID
 		p.srcLeader, p.tgtLeader = -1, -1
-		if t, ok := src.Topics[p.tp.Topic]; ok && t.Err == nil {
-			p.srcID = t.ID
-			if d, ok := t.Partitions[p.tp.Partition]; ok && d.Err == nil {
+		if t, ok := src[p.tp.Topic]; ok {
+			p.srcID = t.TopicID
+			if d := partitionOf(t, p.tp.Partition); d != nil {
 				p.srcLeader, p.srcEpoch = d.Leader, d.LeaderEpoch
 			}
 		}
 		if was != [...]int32{p.srcLeader, p.srcEpoch} || wasID != p.srcID {
 			pl.touchLocked(p)
 		}
-		if t, ok := dst.Topics[p.remote]; ok && t.Err == nil {
-			p.tgtID = t.ID
-			if d, ok := t.Partitions[p.tp.Partition]; ok && d.Err == nil {
+		if t, ok := dst[p.remote]; ok {
+			p.tgtID = t.TopicID
+			if d := partitionOf(t, p.tp.Partition); d != nil {
 				p.tgtLeader = d.Leader
 			}
 		}
@@ -461,6 +465,47 @@ func (pl *Pipeline) targetMaxBytes(ctx context.Context, topics []string) (map[st
 		}
 	}
 	return out, nil
+}
+
+// metadata returns the topics of cl's cluster that answer without error,
+// by name; straight from a broker (clients.Metadata) when direct.
+func metadata(ctx context.Context, cl *kgo.Client, topics []string, direct bool) (map[string]*kmsg.MetadataResponseTopic, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	var resp *kmsg.MetadataResponse
+	var err error
+	if direct {
+		resp, err = clients.Metadata(ctx, cl, req)
+	} else {
+		resp, err = req.RequestWith(ctx, cl)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*kmsg.MetadataResponseTopic, len(resp.Topics))
+	for i := range resp.Topics {
+		if t := &resp.Topics[i]; t.Topic != nil && t.ErrorCode == 0 {
+			out[*t.Topic] = t
+		}
+	}
+	return out, nil
+}
+
+// partitionOf returns partition p of t if it answered without error.
+func partitionOf(t *kmsg.MetadataResponseTopic, p int32) *kmsg.MetadataResponseTopicPartition {
+	ps := t.Partitions
+	i := int(p)
+	if i >= len(ps) || ps[i].Partition != p { // brokers list them in order, normally
+		i = slices.IndexFunc(ps, func(d kmsg.MetadataResponseTopicPartition) bool { return d.Partition == p })
+	}
+	if i < 0 || ps[i].ErrorCode != 0 {
+		return nil
+	}
+	return &ps[i]
 }
 
 func keys(m map[string]bool) []string {
