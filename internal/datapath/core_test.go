@@ -327,3 +327,40 @@ func TestReleaseFailedStillDeletes(t *testing.T) {
 		t.Errorf("partitions still held after a failed release: %v", f.parts)
 	}
 }
+
+// TestAckedReached: the channel is ready once the acknowledged count
+// reaches the mark, once per commit, whatever the steps it grows by.
+func TestAckedReached(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		acks  []int64 // -1: a commit begins
+		ready []bool  // after each step
+	}{
+		{"below", []int64{1, 3}, []bool{false, false}},
+		{"exactly", []int64{2, 3}, []bool{false, true}},
+		{"past at once", []int64{9}, []bool{true}},
+		{"once until a commit", []int64{5, 1, 1}, []bool{true, false, false}},
+		{"again after a commit", []int64{5, -1, 2, 3}, []bool{true, false, false, true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var c Core
+			reached := c.AckedReached(5)
+			for i, n := range tt.acks {
+				if n < 0 {
+					c.CommitStarted()
+				} else {
+					c.Acked(n)
+				}
+				got := false
+				select {
+				case <-reached:
+					got = true
+				default:
+				}
+				if got != tt.ready[i] {
+					t.Errorf("after step %d (%d): ready %v, want %v", i, n, got, tt.ready[i])
+				}
+			}
+		})
+	}
+}

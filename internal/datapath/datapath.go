@@ -97,3 +97,10 @@ func Lane(tp progress.TP, n int) int {
 type StatusAppender interface {
 	AppendStatus(dst []PartitionStatus) []PartitionStatus
 }
+
+// AckWatcher is an Engine that says when AckedSinceCommit reaches a count
+// (datapath.Core does), so that the flow's progress saves need not ask it
+// every few milliseconds. A nil channel means the engine cannot say.
+type AckWatcher interface {
+	AckedReached(n int64) <-chan struct{}
+}

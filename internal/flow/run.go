@@ -125,20 +125,7 @@ func (r *running) run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// Progress is saved every interval, and sooner once CommitRecords
-		// records were acknowledged, which bounds the records copied
-		// twice after a crash even while a backlog streams through.
-		interval := c.OffsetFlushInterval
-		last := time.Now()
-		f.every(loops, min(interval, 50*time.Millisecond), func() {
-			if time.Since(last) < interval && r.rep.AckedSinceCommit() < CommitRecords {
-				return
-			}
-			last = time.Now()
-			if err := r.rep.Commit(loops); err != nil && loops.Err() == nil {
-				f.log.Warn("saving progress failed; retrying at the next interval", "err", err)
-			}
-		})
+		r.commitLoop(loops)
 	}()
 	side.Add(1)
 	go func() { defer side.Done(); r.health.Run(loops) }()
@@ -185,6 +172,43 @@ func (r *running) run(ctx context.Context) error {
 	}
 	f.log.Info("flow stopped; progress saved")
 	return nil
+}
+
+// commitLoop saves progress every offset flush interval, and sooner once
+// CommitRecords records were acknowledged, which bounds the records
+// copied twice after a crash even while a backlog streams through. An
+// engine that says when that count is reached (datapath.AckWatcher) wakes
+// the loop; another is asked every 50 ms.
+func (r *running) commitLoop(ctx context.Context) {
+	interval := r.c.OffsetFlushInterval
+	var reached <-chan struct{}
+	if w, ok := r.rep.(datapath.AckWatcher); ok {
+		reached = w.AckedReached(CommitRecords)
+	}
+	last := time.Now()
+	wait := func() time.Duration {
+		if reached == nil {
+			return min(interval, 50*time.Millisecond)
+		}
+		return max(interval-time.Since(last), 0)
+	}
+	t := time.NewTimer(wait())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reached:
+		case <-t.C:
+		}
+		if time.Since(last) >= interval || r.rep.AckedSinceCommit() >= CommitRecords {
+			last = time.Now()
+			if err := r.rep.Commit(ctx); err != nil && ctx.Err() == nil {
+				r.f.log.Warn("saving progress failed; retrying at the next interval", "err", err)
+			}
+		}
+		t.Reset(wait())
+	}
 }
 
 // hostedPoll is how often topics are refreshed while new remote topics

@@ -301,6 +301,16 @@ func (pl *Pipeline) Commit(ctx context.Context) error {
 	return nil
 }
 
+// AckedReached is datapath.Core's, but nil in exactly-once mode: there a
+// commit is due by the age of the open transaction (txnAckedSinceCommit),
+// which the flow asks AckedSinceCommit about.
+func (pl *Pipeline) AckedReached(n int64) <-chan struct{} {
+	if pl.eos() {
+		return nil
+	}
+	return pl.Core.AckedReached(n)
+}
+
 // changedPositions returns the positions that differ from what the last
 // successful Commit saved of their partition: the progress store writes
 // only those anyway. It looks only at the partitions whose progress moved
