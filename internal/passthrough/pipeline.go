@@ -245,18 +245,25 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 	// fetched batches reach the target.
 	pctx, pcancel := context.WithCancel(context.Background())
 	defer pcancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+	pass := time.NewTimer(busyPass)
+	defer pass.Stop()
 	for ctx.Err() == nil && pl.Fatal() == nil {
 		pl.maintain(ctx)
 		pl.startFetches(ctx)
 		pl.startProduces(pctx)
+		if pl.quiet(time.Now()) {
+			pass.Reset(quietPass)
+		} else {
+			pass.Reset(busyPass)
+		}
 		select {
 		case <-ctx.Done():
 		case <-pl.wakeC:
-		case <-tick.C:
+		case <-pass.C:
 		}
 	}
+	tick := time.NewTicker(busyPass)
+	defer tick.Stop()
 	if err := pl.Fatal(); err != nil {
 		pcancel()
 		pl.wg.Wait()
@@ -284,6 +291,33 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 	cctx, ccancel := context.WithTimeout(context.Background(), max(drain/2, 5*time.Second))
 	defer ccancel()
 	return errors.Join(drainErr, pl.Commit(cctx))
+}
+
+// The request loop makes a pass at every wake (a fetch or produce
+// answered, partitions assigned or restarted, Resume) and at least every
+// busyPass, or every quietPass while nothing waits for a time to come.
+const (
+	busyPass  = 100 * time.Millisecond
+	quietPass = time.Second
+)
+
+// quiet reports whether no partition, lane or producer waits for a time
+// to come (a retry, a backoff) or for a pass to send what it has: every
+// other change comes with a wake. Exactly-once is never quiet.
+func (pl *Pipeline) quiet(now time.Time) bool {
+	paused := pl.Paused()
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.eos() || pl.produceIn > 0 || pl.pid < 0 || pl.needPID || pl.needMeta ||
+		len(pl.dirty)+len(pl.waiting)+len(pl.sendable)+len(pl.unresolved)+len(pl.oor) > 0 {
+		return false
+	}
+	for _, ls := range pl.lanes {
+		if now.Before(ls.retryAt) || !paused && !ls.fetching && len(ls.want) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // idle reports whether nothing is in flight and nothing waits to be sent.
