@@ -9,8 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kmirror/kmirror/internal/policy"
 )
 
 // BenchmarkSyncUnchanged is one topic refresh of 1,000 source topics × 5
@@ -44,14 +42,7 @@ func BenchmarkSyncUnchanged(b *testing.B) {
 		return cl
 	}
 	srcCl, dstCl := client(src), client(dst)
-	p, err := policy.New(policy.Config{Class: "DefaultReplicationPolicy", Separator: "."})
-	if err != nil {
-		b.Fatal(err)
-	}
-	f, err := policy.NewFilter([]string{"t.*"}, policy.DefaultTopicsExclude)
-	if err != nil {
-		b.Fatal(err)
-	}
+	p, f := defaultPolicy(b, "t.*")
 	for _, direct := range []bool{false, true} {
 		b.Run(map[bool]string{false: "every time", true: "unchanged"}[direct], func(b *testing.B) {
 			s := &Syncer{Source: kadm.NewClient(srcCl), Target: kadm.NewClient(dstCl), TargetClient: dstCl,
