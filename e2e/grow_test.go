@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
+)
+
+// TestGrownPartitionsWaitForTarget grows a source topic from 2 to 48
+// partitions while a producer writes into every partition, new ones
+// included. The remote partitions kmirror adds on the target must not be
+// written before the target hosts them: no produce to them may fail and
+// be retried (passthrough logs and counts every first retry; the record
+// path counts a record that fails), and every record arrives as it was
+// written (key, value, headers, timestamp), in single and group mode.
+func TestGrownPartitionsWaitForTarget(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		extra []string
+	}{
+		{"passthrough", nil},
+		{"passthrough group", []string{"kmirror.workers = group"}},
+		{"record path", []string{recordPath}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { grownPartitions(t, tt.extra...) })
+	}
+}
+
+func grownPartitions(t *testing.T, extra ...string) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "grown")
+	const before, after = 2, 48
+	a.CreateTopic(t, topic, before, nil)
+
+	src, dst := alias(t, "src"), alias(t, "dst")
+	metricsAddr := freeAddr(t)
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append([]string{src + "->" + dst + ".topics = " + topic}, extra...)...))
+	p := startKmirror(t, "--metrics-addr", metricsAddr, cfg)
+	remote := src + "." + topic
+
+	w := startWriter(t, a, topic, before)
+	waitFor(t, 60*time.Second, "the first records copied", func() bool { return countOrZero(t, b, remote) > 0 })
+	if _, err := a.Admin(t).UpdatePartitions(ctx(t), after, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the source to list the new partitions", func() bool {
+		td, err := a.Admin(t).ListTopics(ctx(t), topic)
+		return err == nil && len(td[topic].Partitions) == after
+	})
+	w.grow(after)
+	waitFor(t, 60*time.Second, "kmirror to add the partitions on the target", func() bool {
+		return strings.Contains(p.log.String(), "added partitions to remote topic")
+	})
+	// Records keep going into every partition while the target hosts
+	// the new ones and kmirror starts copying them.
+	w.waitWritten(t, 3000)
+	w.stop()
+
+	want := a.ReadAll(t, topic)
+	waitFor(t, 90*time.Second, "every record copied", func() bool { return countOrZero(t, b, remote) >= len(want) })
+	_, m := httpGet("http://" + metricsAddr + "/metrics")
+	p.stop()
+	got := b.ReadAll(t, remote)
+	if dups := checkNoLoss(t, want, got); dups != 0 || len(got) != len(want) {
+		t.Errorf("%d duplicates, %d records on the target for %d on the source", dups, len(got), len(want))
+	}
+	sameRecords(t, want, got, "")
+	newParts := map[int32]bool{}
+	for _, r := range got {
+		if r.Partition >= before {
+			newParts[r.Partition] = true
+		}
+	}
+	if len(newParts) != after-before {
+		t.Errorf("records copied into %d of the %d new partitions", len(newParts), after-before)
+	}
+
+	// Nothing was written to a partition the target did not host yet.
+	if n := strings.Count(p.log.String(), "produce failed"); n != 0 {
+		t.Errorf("%d produce retries logged, want none", n)
+	}
+	if !strings.Contains(m, "kmirror_partition_state") {
+		t.Errorf("no partition metrics scraped:\n%s", m)
+	}
+	re := regexp.MustCompile(`(?m)^kmirror_partition_errors_total\{[^}]*source="` + src + `"[^}]*\} (\S+)$`)
+	if errs := re.FindAllString(m, -1); len(errs) > 0 {
+		t.Errorf("partition errors counted, want none:\n%s", strings.Join(errs, "\n"))
+	}
+	t.Logf("%d records, %d in the %d new partitions, copied once", len(got), countFrom(got, before), after-before)
+}
+
+func countFrom(rs []*kgo.Record, partition int32) int {
+	n := 0
+	for _, r := range rs {
+		if r.Partition >= partition {
+			n++
+		}
+	}
+	return n
+}
+
+// writer produces records with keys, headers and timestamps into every
+// partition of a topic, a batch every 20 ms, until stopped.
+type writer struct {
+	written atomic.Int64
+	grown   chan int32
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+func startWriter(t *testing.T, c *testkafka.Cluster, topic string, n int32) *writer {
+	w := &writer{grown: make(chan int32), done: make(chan struct{})}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		ts := time.UnixMilli(1_700_000_000_000)
+		for i := 0; ; i++ {
+			select {
+			case <-w.done:
+				return
+			case n = <-w.grown:
+				// A new client: its first metadata lists the new partitions.
+				cl = c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			case <-time.After(20 * time.Millisecond):
+			}
+			var recs []*kgo.Record
+			for p := range n {
+				k := fmt.Sprintf("k-%d-%d", i, p)
+				recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: []byte(k), Value: []byte("v-" + k),
+					Timestamp: ts.Add(time.Duration(i) * time.Millisecond),
+					Headers:   []kgo.RecordHeader{{Key: "h", Value: []byte(k)}, {Key: "empty", Value: []byte{}}}})
+			}
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Errorf("producing to the source: %v", err)
+				return
+			}
+			w.written.Add(int64(len(recs)))
+		}
+	}()
+	return w
+}
+
+// grow makes the writer write into n partitions from now on.
+func (w *writer) grow(n int32) { w.grown <- n }
+
+// waitWritten waits until n more records were written.
+func (w *writer) waitWritten(t *testing.T, n int64) {
+	t.Helper()
+	from := w.written.Load()
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d more records written", n), func() bool { return w.written.Load()-from >= n })
+}
+
+func (w *writer) stop() {
+	close(w.done)
+	w.wg.Wait()
+}
