@@ -202,7 +202,7 @@ func TestSyncManyTopicsBroker(t *testing.T) {
 		ready = 0
 		for i, tp := range ts {
 			switch {
-			case tp.Ready && !hosted(offs, tp.Remote, partitions(i)):
+			case tp.Ready && hostedFrom(offs, tp.Remote, 0, partitions(i)) != partitions(i):
 				t.Fatalf("%s is Ready but not every partition is hosted: %v", tp.Remote, offs[tp.Remote])
 			case tp.Ready:
 				ready++
@@ -407,7 +407,7 @@ func BenchmarkCreateTopics(b *testing.B) {
 				start := time.Now()
 				for {
 					offs, err := adm.ListEndOffsets(ctx, remotes...)
-					if err == nil && !slices.ContainsFunc(remotes, func(r string) bool { return !hosted(offs, r, 5) }) {
+					if err == nil && !slices.ContainsFunc(remotes, func(r string) bool { return hostedFrom(offs, r, 0, 5) != 5 }) {
 						break
 					}
 					if ctx.Err() != nil {
