@@ -165,3 +165,56 @@ func (w *writer) stop() {
 	close(w.done)
 	w.wg.Wait()
 }
+
+// TestUncreatableRemoteTopicVisible replicates a topic whose remote name
+// is too long for Kafka (over 249 characters), beside one that copies:
+// the target cannot make the remote topic, so its partitions wait with the
+// reason in /flows and in kmirror_partition_state{state="waiting"}, the
+// start says how many wait, and /ready answers 503, while the other topic
+// is copied and running.
+func TestUncreatableRemoteTopicVisible(t *testing.T) {
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	good := testkafka.Topic(t, "fine")
+	long := testkafka.Topic(t, "long")
+	long += strings.Repeat("x", 240-len(long))
+	a.CreateTopic(t, good, 1, nil)
+	a.CreateTopic(t, long, 2, nil)
+	produceN(t, a, good, 1, 10, "g")
+	produceN(t, a, long, 2, 10, "l")
+
+	src, dst := alias(t, "src"), alias(t, "dst")
+	name := src + "->" + dst
+	addr, metricsAddr := freeAddr(t), freeAddr(t)
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
+		name+".topics = "+regexp.QuoteMeta(good)+"|"+regexp.QuoteMeta(long),
+		"kmirror.rest.listener = "+addr, "kmirror.rest.auth = none"))
+	p := startKmirror(t, "--metrics-addr", metricsAddr, cfg)
+
+	waitFor(t, 60*time.Second, "the other topic copied", func() bool { return countOrZero(t, b, src+"."+good) == 10 })
+	waitFor(t, 30*time.Second, "the long topic's partitions waiting with the reason, the other running", func() bool {
+		waiting, running := 0, 0
+		for _, p := range flowParts(addr, name) {
+			switch {
+			case p.Topic == long && p.State == "waiting" && strings.Contains(p.Error, "remote topic"):
+				waiting++
+			case p.Topic == good && p.State == "running":
+				running++
+			}
+		}
+		return waiting == 2 && running == 1
+	})
+	t.Logf("%+v", flowParts(addr, name))
+	if code, body := httpGet("http://" + addr + "/ready"); code != 503 {
+		t.Errorf("/ready answered %d %s with partitions that cannot be copied, want 503", code, body)
+	}
+	remote := src + "." + long
+	for p := range 2 {
+		labels := fmt.Sprintf(`partition="%d",source="%s",state="waiting",target="%s",topic="%s"`, p, src, dst, regexp.QuoteMeta(remote))
+		waitFor(t, 30*time.Second, `kmirror_partition_state{state="waiting"} 1`, func() bool { return metricValue(metricsAddr, "kmirror_partition_state", labels) == 1 })
+	}
+	if !regexp.MustCompile(`flow started.* partitions=1 waiting_for_target=2`).MatchString(p.log.String()) {
+		t.Errorf("the start does not say 1 partition copies and 2 wait:\n%s", p.log.String())
+	}
+	p.stop()
+}
