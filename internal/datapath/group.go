@@ -34,20 +34,21 @@ type Group struct {
 	// Track, if set, hears first of every assignment (add) and of every
 	// partition taken away.
 	Track func(m map[string][]int32, add bool)
+	Log   *slog.Logger
+	// Metrics and the aliases, if set, count failed fencing attempts.
+	Metrics                  *metrics.Metrics
+	SourceAlias, TargetAlias string
 	// Hosting, if set, reports whether tp waits for the target to host
 	// its remote partition (a new topic or partition), and why when
 	// something keeps it from being created: such a partition is not
 	// started until Release finds it hosted.
 	Hosting func(tp progress.TP) (wait bool, why string)
-	Log     *slog.Logger
-	// Metrics and the aliases, if set, count failed fencing attempts.
-	Metrics                  *metrics.Metrics
-	SourceAlias, TargetAlias string
 
-	mu       sync.Mutex           // held by the callbacks and each retry of waiting
-	waiting  map[progress.TP]wait // assigned, but their previous owners not fenced yet
-	retry    bool                 // the retry loop runs
-	unhosted map[progress.TP]bool // assigned, but not hosted by the target yet
+	mu      sync.Mutex           // held by the callbacks and each retry of waiting
+	waiting map[progress.TP]wait // assigned, but their previous owners not fenced yet
+	retry   bool                 // the retry loop runs
+
+	unhosted map[progress.TP]bool // assigned, but not hosted by the target yet; under mu
 }
 
 // wait is a partition assigned to this worker whose previous owner could
