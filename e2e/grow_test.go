@@ -185,6 +185,7 @@ func TestUncreatableRemoteTopicVisible(t *testing.T) {
 
 	src, dst := alias(t, "src"), alias(t, "dst")
 	name := src + "->" + dst
+	b.CreateTopic(t, src+"."+good, 1, nil) // hosted from the start
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
 	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
 		name+".topics = "+regexp.QuoteMeta(good)+"|"+regexp.QuoteMeta(long),
