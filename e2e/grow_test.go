@@ -124,7 +124,8 @@ func startWriter(t *testing.T, c *testkafka.Cluster, topic string, n int32) *wri
 	go func() {
 		defer w.wg.Done()
 		cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-		ts := time.UnixMilli(1_700_000_000_000)
+		// Timestamps of their own, recent enough for retention to keep them.
+		ts := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 		for i := 0; ; i++ {
 			select {
 			case <-w.done:
