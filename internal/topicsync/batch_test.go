@@ -193,9 +193,12 @@ func TestSyncManyTopicsBroker(t *testing.T) {
 		t.Fatalf("Sync returned %d topics and created %d, want %d each\n%s", len(ts), c, n, log)
 	}
 	// Ready means hosted: every partition of a Ready topic answers
-	// ListOffsets; the rest are Ready after a later Sync.
+	// ListOffsets; the rest are Ready after a later Sync. The check's
+	// client keeps metadata as briefly as the Syncer's: a topic it had
+	// cached as unknown would look unhosted.
+	check := kadm.NewClient(b.Client(t, kgo.MetadataMinAge(100*time.Millisecond)))
 	for ready := 0; ready < n; {
-		offs, err := tgt.ListEndOffsets(ctx, remotes...)
+		offs, err := check.ListEndOffsets(ctx, remotes...)
 		if err != nil {
 			t.Fatal(err)
 		}
