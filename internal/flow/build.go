@@ -46,6 +46,7 @@ type running struct {
 	health             *datapath.Health // watches rep's partitions
 	syncer             *topicsync.Syncer
 	assigned           map[progress.TP]bool // single mode: partitions handed to rep
+	hosts              hosting              // partitions waiting for the target to host them
 }
 
 // connect checks the settings the flow needs and that both clusters answer.
@@ -87,7 +88,7 @@ func (r *running) build(ctx context.Context) error {
 	}
 	r.hooks = &groupHooks{remotes: make(map[string]string)}
 	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: startAtEnd, Log: f.log,
-		Metrics: f.m, SourceAlias: c.Source, TargetAlias: c.Target}
+		Metrics: f.m, SourceAlias: c.Source, TargetAlias: c.Target, Hosting: r.hosts.wait}
 	slotCount := 0 // exactly-once with several workers: one transactional ID per slot
 	if r.group != "" && eos {
 		slotCount = c.Slots
@@ -229,7 +230,7 @@ func (r *running) build(ctx context.Context) error {
 	r.hooks.adapter.Engine = r.rep
 	r.health = datapath.NewHealth(datapath.HealthConfig{
 		SourceAlias: c.Source, TargetAlias: c.Target, Source: r.srcAdmCl,
-		StallAfter: c.StallTimeout, LagAfter: c.LagThreshold, Metrics: f.m,
+		StallAfter: c.StallTimeout, LagAfter: c.LagThreshold, Metrics: f.m, Held: r.held,
 	}, r.rep, f.log)
 	r.syncer = &topicsync.Syncer{
 		Source:                r.srcAdm,
