@@ -201,7 +201,7 @@ func (r *running) build(ctx context.Context) error {
 			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
 		}
 		if eos {
-			ptc.TransactionalID = TransactionalID(c)
+			ptc.TransactionalID, ptc.Slots = TransactionalID(c), slotCount
 		}
 		pl := passthrough.New(ptc)
 		r.rep = pl
