@@ -540,10 +540,7 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 	fctx, fcancel := finishing(ctx, commitGrace)
 	defer fcancel()
 	if err := pl.writeProgress(fctx, t, pid, epoch, recs); err != nil {
-		pl.mu.Lock()
-		failTxnLocked(t, err)
-		pl.mu.Unlock()
-		return fmt.Errorf("exactly-once: writing progress in the transaction: %w", err)
+		return pl.commitFailed(t, fmt.Errorf("exactly-once: writing progress in the transaction: %w", err), false)
 	}
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.id, pid, epoch, true
@@ -552,21 +549,32 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 		return kerr.ErrorForCode(r.(*kmsg.EndTxnResponse).ErrorCode)
 	})
 	rcancel()
-	pl.mu.Lock()
 	if err != nil {
 		// The outcome is unknown: the abort (a new epoch) settles it,
 		// and the progress is read again.
-		failTxnLocked(t, err)
-		t.unsure = true
-		pl.mu.Unlock()
-		pl.fenceIf(t, err)
-		return fmt.Errorf("exactly-once: committing the transaction: %w", err)
+		return pl.commitFailed(t, fmt.Errorf("exactly-once: committing the transaction: %w", err), true)
 	}
+	pl.mu.Lock()
 	t.open = false
 	clear(t.added)
 	pl.mu.Unlock()
 	pl.cfg.Progress.Saved(pos)
 	return pl.flushSyncs(fctx, pos)
+}
+
+// commitFailed marks t's transaction for abort after err, a failed step
+// of its commit (unsure: the commit may have happened), and returns err;
+// if err says t was fenced, it stops t's partitions, which reports it.
+func (pl *Pipeline) commitFailed(t *txnState, err error, unsure bool) error {
+	pl.mu.Lock()
+	failTxnLocked(t, err)
+	t.unsure = t.unsure || unsure
+	pl.mu.Unlock()
+	if datapath.IsAny(err, fencedErrs) {
+		pl.fence(t, err)
+		return pl.Fatal()
+	}
+	return err
 }
 
 // finishing returns a context for work that must not be cut short when
