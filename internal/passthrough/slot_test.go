@@ -198,20 +198,14 @@ func TestSlotFencedOnBroker(t *testing.T) {
 }
 
 func slotFenced(t *testing.T, learn string) {
-	cs := testkafka.Shared(t, 2)
-	a, b := cs[0], cs[1]
 	const parts, nslots = 4, 2
-	topic := testkafka.Topic(t, "ptslot")
-	remote := "A." + topic
-	a.CreateTopic(t, topic, parts, nil)
-	b.CreateTopic(t, remote, parts, nil)
+	a, b, all := sharedPair(t, "ptslot", parts)
+	topic, remote := all[0].Topic, "A."+all[0].Topic
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var all, moved, kept []progress.TP
-	for p := range int32(parts) {
-		tp := progress.TP{Topic: topic, Partition: p}
-		all = append(all, tp)
-		if slots.Of(topic, p, nslots) == 0 {
+	var moved, kept []progress.TP
+	for _, tp := range all {
+		if slots.Of(topic, tp.Partition, nslots) == 0 {
 			moved = append(moved, tp)
 		} else {
 			kept = append(kept, tp)
@@ -332,19 +326,11 @@ func (h *stopAtEndTxn) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, 
 // or logged as an error), and no record may be copied twice (the target
 // holds no aborted record at the end).
 func TestStopDuringCommitOnBroker(t *testing.T) {
-	cs := testkafka.Shared(t, 2)
-	a, b := cs[0], cs[1]
 	const parts = 3
-	topic := testkafka.Topic(t, "ptstop")
-	remote := "A." + topic
-	a.CreateTopic(t, topic, parts, nil)
-	b.CreateTopic(t, remote, parts, nil)
+	a, b, all := sharedPair(t, "ptstop", parts)
+	topic, remote := all[0].Topic, "A."+all[0].Topic
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	var all []progress.TP
-	for p := range int32(parts) {
-		all = append(all, progress.TP{Topic: topic, Partition: p})
-	}
 	pctx, stopProducing := context.WithCancel(ctx)
 	var produced sync.WaitGroup
 	produced.Add(1)
@@ -402,6 +388,21 @@ func TestStopDuringCommitOnBroker(t *testing.T) {
 		}
 	}
 	t.Logf("%d stops, %d of them while an EndTxn was on its way; committed %v", rounds, (rounds+1)/2, got)
+}
+
+// sharedPair makes a topic of parts partitions on the first shared
+// cluster and its remote topic "A.<topic>" on the second, and returns the
+// clusters and the source partitions.
+func sharedPair(t *testing.T, prefix string, parts int32) (a, b *testkafka.Cluster, tps []progress.TP) {
+	cs := testkafka.Shared(t, 2)
+	a, b = cs[0], cs[1]
+	topic := testkafka.Topic(t, prefix)
+	a.CreateTopic(t, topic, parts, nil)
+	b.CreateTopic(t, "A."+topic, parts, nil)
+	for p := range parts {
+		tps = append(tps, progress.TP{Topic: topic, Partition: p})
+	}
+	return a, b, tps
 }
 
 func partitionsOf(tps []progress.TP, remote string) []datapath.Partition {
