@@ -143,6 +143,9 @@ func (pl *Pipeline) coordinatorRequest(ctx context.Context, t *txnState, req kms
 			}
 			if err != nil {
 				last = fmt.Errorf("finding the transaction coordinator: %w", err)
+				if isKafkaErr(err) && !kerr.IsRetriable(err) {
+					return nil, last // e.g. TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+				}
 				continue
 			}
 			pl.mu.Lock()
