@@ -145,9 +145,11 @@ func (pl *Pipeline) releaseSlots(ctx context.Context) {
 		abort := t.failed != nil && t.fenced == nil && t.pid >= 0
 		pl.mu.Unlock()
 		if abort {
-			_, err := pl.initTransactional(ctx, t)
-			pl.fenceIf(t, err)
-			if err != nil && !datapath.IsAny(err, fencedErrs) {
+			err := pl.abortOpen(ctx, t)
+			pl.mu.Lock()
+			fenced := t.fenced != nil // and reported
+			pl.mu.Unlock()
+			if err != nil && !fenced {
 				pl.cfg.Log.Warn("exactly-once: aborting the transaction of a slot handed back failed; its next owner aborts it", "slot", t.slot, "err", err)
 			}
 		}

@@ -189,8 +189,10 @@ func checkOnce(t *testing.T, a, b *testkafka.Cluster, topic, remote string) map[
 // open transaction of that slot. The first worker learns it at its next
 // commit, or at its next produce: that slot's partitions stop, with the
 // reason in the status and the fencing counted, while its other slot goes
-// on copying. A read_committed reader sees every record once; the
-// records of the aborted transaction are on the target, aborted.
+// on copying. Learning it must not abort the new owner's transaction,
+// open at that moment (an InitProducerID with the old epoch would). A
+// read_committed reader sees every record once; on the target the first
+// worker's open transaction is aborted, and nothing else.
 func TestSlotFencedOnBroker(t *testing.T) {
 	for _, learn := range []string{"commit", "produce"} {
 		t.Run("learns at "+learn, func(t *testing.T) { slotFenced(t, learn) })
@@ -238,6 +240,9 @@ func slotFenced(t *testing.T, learn string) {
 			t.Errorf("the second worker resumes %s after %d, want after 49 (the first worker's last commit)", tp, saved)
 		}
 	}
+	// The new owner has its own transaction under way when the old one
+	// learns it was fenced: that must not abort it.
+	w2.waitCopied(ctx, t, a, moved, 99)
 	switch learn {
 	case "commit":
 		if err := w1.pl.Commit(ctx); err != nil {
@@ -275,6 +280,9 @@ func slotFenced(t *testing.T, learn string) {
 	if err := w1.pl.Fatal(); err != nil {
 		t.Errorf("a fenced slot stopped the whole Pipeline: %v", err)
 	}
+	if n := testutil.ToFloat64(w2.m.Fenced.WithLabelValues("A", "B")); n != 0 {
+		t.Errorf("the new owner was fenced %v times by the old one learning it was fenced; log:\n%s", n, tail(w2.logs.String(), 3000))
+	}
 	// The group takes the fenced slot away: a clean revoke.
 	if err := w1.pl.Revoke(ctx, moved); err != nil {
 		t.Errorf("Revoke of the fenced slot: %v", err)
@@ -290,9 +298,11 @@ func slotFenced(t *testing.T, learn string) {
 	}
 	got := checkOnce(t, a, b, topic, remote)
 	raw := uncommitted(ctx, t, b, remote)
+	// The first worker's open transaction (records 50 to 99) was
+	// aborted, and nothing else.
 	for _, tp := range moved {
-		if raw[tp.Partition] <= got[tp.Partition] {
-			t.Errorf("%s: %d records read uncommitted, %d committed; want the first worker's aborted transaction there too", tp, raw[tp.Partition], got[tp.Partition])
+		if aborted := raw[tp.Partition] - got[tp.Partition]; aborted != 50 {
+			t.Errorf("%s: %d records read uncommitted, %d committed: %d aborted, want the 50 of the first worker's open transaction", tp, raw[tp.Partition], got[tp.Partition], aborted)
 		}
 	}
 	for _, tp := range kept {

@@ -40,9 +40,11 @@ import (
 // Kafka broker since 0.11 serves.
 //
 // A failed transaction (a batch the target lost, an unknown commit
-// outcome) is aborted by InitProducerID with the current producer ID and
-// epoch (KIP-360), which bumps the epoch; the transaction's partitions
-// then go back to their committed progress.
+// outcome) is aborted with EndTxn, then InitProducerID with the current
+// producer ID and epoch (KIP-360) bumps the epoch, which starts the
+// sequences again; the transaction's partitions go back to their
+// committed progress. A producer another one fenced learns it from that
+// EndTxn, which leaves the new owner's transaction alone.
 
 // Highest request versions of transaction protocol version 1.
 const (
@@ -548,9 +550,7 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.id, pid, epoch, true
 	rctx, rcancel := context.WithTimeout(fctx, txnTimeout)
-	_, err = pl.coordinatorRequest(rctx, t, req, maxEndTxnTV1, func(r kmsg.Response) error {
-		return kerr.ErrorForCode(r.(*kmsg.EndTxnResponse).ErrorCode)
-	})
+	_, err = pl.coordinatorRequest(rctx, t, req, maxEndTxnTV1, endTxnErr)
 	rcancel()
 	if err != nil {
 		// The outcome is unknown: the abort (a new epoch) settles it,
@@ -703,9 +703,10 @@ func (pl *Pipeline) produceProgress(ctx context.Context, t *txnState, td kadm.To
 	return nil
 }
 
-// restartTxn gets a new epoch of t's producer (or its first), which
-// aborts its open transaction, and sends t's partitions back to their
-// committed progress, read again first with catchUp. It runs in a
+// restartTxn aborts t's failed transaction, gets a new epoch of t's
+// producer (or its first, which fences an older instance), and sends t's
+// partitions back to their committed progress, read again first with
+// catchUp. It runs in a
 // goroutine of its own, started by maintain, which marked t busy.
 func (pl *Pipeline) restartTxn(ctx context.Context, t *txnState, catchUp bool) {
 	defer pl.wg.Done()
@@ -724,16 +725,16 @@ func (pl *Pipeline) restartTxn(ctx context.Context, t *txnState, catchUp bool) {
 	pl.mu.Unlock()
 	if cause != nil {
 		pl.cfg.Log.Warn("exactly-once: aborting the transaction; partitions go back to their committed progress", "transactional_id", t.id, "err", cause)
+		if err := pl.abortOpen(ctx, t); err != nil {
+			pl.retryLater(ctx, t, "cannot abort the transaction", err)
+			return
+		}
 	}
+	// A new epoch starts every sequence at 0 again.
 	resp, err := pl.initTransactional(ctx, t)
 	if err != nil {
 		pl.fenceIf(t, err)
-		pl.mu.Lock()
-		live := t.live()
-		pl.mu.Unlock()
-		if ctx.Err() == nil && live {
-			pl.cfg.Log.Warn("exactly-once: cannot get a new producer epoch; retrying", "transactional_id", t.id, "err", err)
-		}
+		pl.retryLater(ctx, t, "cannot get a new producer epoch", err)
 		return
 	}
 	if catchUp {
@@ -790,6 +791,45 @@ func (pl *Pipeline) restartTxn(ctx context.Context, t *txnState, catchUp bool) {
 	// no read_committed reader sees.
 	pl.Forget(tps)
 	pl.cfg.Log.Info("exactly-once passthrough: transactional producer ready", "transactional_id", t.id, "producer_id", resp.ProducerID, "epoch", resp.ProducerEpoch)
+}
+
+// abortOpen aborts t's open transaction with EndTxn. A producer that
+// another one fenced learns it here (PRODUCER_FENCED) without harm to the
+// new owner, which an InitProducerID with the old epoch would do: the
+// coordinator aborts the transaction under way on the ID before it checks
+// that epoch. INVALID_TXN_STATE means there was nothing to abort (none
+// open, or its commit went through).
+func (pl *Pipeline) abortOpen(ctx context.Context, t *txnState) error {
+	pl.mu.Lock()
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.id, t.pid, t.epoch, false
+	pl.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, txnTimeout)
+	defer cancel()
+	_, err := pl.coordinatorRequest(rctx, t, req, maxEndTxnTV1, endTxnErr)
+	switch {
+	case errors.Is(err, kerr.InvalidTxnState):
+		return nil
+	case errors.Is(err, kerr.InvalidProducerIDMapping):
+		// The ID has another producer ID now: a new owner's.
+		pl.fence(t, err)
+	default:
+		pl.fenceIf(t, err)
+	}
+	return err
+}
+
+func endTxnErr(r kmsg.Response) error { return kerr.ErrorForCode(r.(*kmsg.EndTxnResponse).ErrorCode) }
+
+// retryLater logs why restartTxn must try t again, unless t was fenced
+// or the Pipeline stops.
+func (pl *Pipeline) retryLater(ctx context.Context, t *txnState, what string, err error) {
+	pl.mu.Lock()
+	live := t.live()
+	pl.mu.Unlock()
+	if ctx.Err() == nil && live {
+		pl.cfg.Log.Warn("exactly-once: "+what+"; retrying", "transactional_id", t.id, "err", err)
+	}
 }
 
 // newTxnProducerLocked starts t's producer ID pid at epoch: the
