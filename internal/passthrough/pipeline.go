@@ -153,7 +153,7 @@ type Pipeline struct {
 	// fetches, sendable (queued batches or a stop to make) for produces,
 	// unresolved (no position) and oor (out of range) for maintain.
 	dirty, waiting, sendable, unresolved, oor map[*partition]struct{}
-	producing                                 map[int32]int // target brokers: produce requests in flight
+	producing                                 map[lineKey]int // produce requests in flight
 	produceIn                                 int
 	// issued is, per target broker, closed once the last produce request
 	// issued to it is queued in franz-go: the next waits for it, so
@@ -222,7 +222,7 @@ func New(cfg Config) *Pipeline {
 		sendable:   make(map[*partition]struct{}),
 		unresolved: make(map[*partition]struct{}),
 		oor:        make(map[*partition]struct{}),
-		producing:  make(map[int32]int),
+		producing:  make(map[lineKey]int),
 	}
 	if pl.eos() {
 		pl.txns = make(map[int]*txnState)

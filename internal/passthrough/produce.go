@@ -44,12 +44,7 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 		ss   []*sending
 		size int
 	}
-	type key struct {
-		broker int32
-		txn    *txnState
-	}
-	byKey := map[key][]*building{}
-	added := map[int32]int{} // requests built per broker
+	byKey := map[lineKey][]*building{}
 	for p := range pl.sendable {
 		if pl.parts[p.tp] != p || (len(p.queue) == 0 && (p.stopAfter == nil || p.stopped)) {
 			delete(pl.sendable, p)
@@ -71,7 +66,7 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 			pid, epoch, retriesOnly = t.pid, t.epoch, t.committing
 		}
 		br := p.tgtLeader
-		k := key{br, p.txn}
+		k := lineKey{br, p.txn}
 		reqs := byKey[k]
 		at := 0 // the request this partition's next batch may join
 		limit := partInflight
@@ -92,11 +87,10 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 				at++
 			}
 			if at == len(reqs) {
-				if pl.producing[br]+added[br] >= brokerInflight {
+				if pl.producing[k]+len(reqs) >= brokerInflight {
 					break
 				}
 				reqs = append(reqs, &building{})
-				added[br]++
 			}
 			if !b.seqSet {
 				b.seq, b.seqSet = p.seq, true
@@ -119,13 +113,22 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 			prev := pl.issued[k.broker]
 			next := make(chan struct{})
 			pl.issued[k.broker] = next
-			pl.producing[k.broker]++
+			pl.producing[k]++
 			pl.produceIn++
 			pl.wg.Add(1)
 			go pl.produce(ctx, k.broker, k.txn, r.ss, prev, next)
 		}
 	}
 	pl.mu.Unlock()
+}
+
+// lineKey names the produce requests to one target broker in one
+// transaction (nil: none): up to brokerInflight of them are in flight. A
+// request carries the batches of one transaction, so with slots a
+// broker's share of a round trip is spread over as many requests.
+type lineKey struct {
+	broker int32
+	txn    *txnState
 }
 
 // addSeq advances a sequence number by n; sequences wrap to 0 after the
@@ -243,7 +246,7 @@ func (pl *Pipeline) produce(ctx context.Context, broker int32, t *txnState, ss [
 		pl.produced(s, rp, rerr)
 	}
 	pl.mu.Lock()
-	pl.producing[broker]--
+	pl.producing[lineKey{broker, t}]--
 	pl.produceIn--
 	pl.mu.Unlock()
 	pl.wake()

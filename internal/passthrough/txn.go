@@ -101,8 +101,9 @@ type txnState struct {
 	// fenced: another producer took the transactional ID; nothing more
 	// is written with it.
 	fenced error
-	// busy: a goroutine initialises or aborts it (restartTxn).
-	busy bool
+	// busy: a goroutine initialises or aborts it (restartTxn);
+	// adding: one adds partitions to it (addPartitions).
+	busy, adding bool
 	// released: its slot was handed back.
 	released bool
 	parts    int // assigned partitions whose txn it is
@@ -301,8 +302,10 @@ func (pl *Pipeline) restartsLocked() (ts []*txnState, catchUp []bool) {
 }
 
 // addPartitions adds to their open transactions the target partitions
-// that have batches to send and are not in them yet, one request per
-// transaction, the transactions at once.
+// that have batches to send and are not in them yet: one request per
+// transaction, in the background, so that a transaction whose last
+// commit is still finishing (CONCURRENT_TRANSACTIONS, retried) holds up
+// no other.
 func (pl *Pipeline) addPartitions(ctx context.Context) {
 	type adding struct {
 		pid   int64
@@ -313,7 +316,7 @@ func (pl *Pipeline) addPartitions(ctx context.Context) {
 	byTxn := make(map[*txnState]*adding)
 	for p := range pl.sendable {
 		t := p.txn
-		if t.pid < 0 || t.busy || t.committing || t.failed != nil || !t.live() {
+		if t.pid < 0 || t.busy || t.adding || t.committing || t.failed != nil || !t.live() {
 			continue
 		}
 		dst := progress.TP{Topic: p.remote, Partition: p.tp.Partition}
@@ -327,18 +330,24 @@ func (pl *Pipeline) addPartitions(ctx context.Context) {
 		}
 		a.tps = append(a.tps, dst)
 	}
+	for t := range byTxn {
+		t.adding = true
+	}
+	pl.wg.Add(len(byTxn))
 	pl.mu.Unlock()
-	var wg sync.WaitGroup
 	for t, a := range byTxn {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			if err := pl.addToTxn(ctx, t, a.pid, a.epoch, a.tps); err != nil && ctx.Err() == nil {
+			defer pl.wg.Done()
+			err := pl.addToTxn(ctx, t, a.pid, a.epoch, a.tps)
+			pl.mu.Lock()
+			t.adding = false
+			pl.mu.Unlock()
+			pl.wake()
+			if err != nil && ctx.Err() == nil {
 				pl.cfg.Log.Warn("exactly-once: adding partitions to the transaction failed; retrying", "transactional_id", t.id, "err", err)
 			}
 		}()
 	}
-	wg.Wait()
 }
 
 // addToTxn sends AddPartitionsToTxn for tps and records those added.
