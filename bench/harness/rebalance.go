@@ -19,7 +19,7 @@ import (
 )
 
 // Replicators of kbench rebalance: kmirror in group mode (its default
-// path, passthrough; exactly-once runs the record path), MM2 as several
+// path, passthrough, exactly-once too: a transaction per slot), MM2 as several
 // dedicated-mode nodes.
 const (
 	KmirrorGroup    = "kmirror-group"
