@@ -277,13 +277,13 @@ func failTxnLocked(t *txnState, err error) {
 	}
 }
 
-// restarts returns the transactions maintain must (re)start: those that
-// failed, once nothing of theirs is in flight, and those without a
+// restartsLocked returns the transactions maintain must (re)start: those
+// that failed, once nothing of theirs is in flight, and those without a
 // producer ID; each is marked busy, with catchUp telling whether its
 // progress is read again first.
 func (pl *Pipeline) restartsLocked() (ts []*txnState, catchUp []bool) {
 	for _, t := range pl.txns {
-		if t.busy || !t.live() {
+		if t.busy || t.adding || !t.live() {
 			continue
 		}
 		switch {
