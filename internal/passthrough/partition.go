@@ -168,7 +168,7 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 		}
 		if pl.eos() {
 			p.txn = pl.txnForLocked(a.TP)
-			p.txn.parts++
+			p.txn.members[p] = struct{}{}
 		}
 		pl.parts[a.TP] = p
 		pl.sorted = nil
@@ -267,7 +267,7 @@ func (v revoker) Delete(tps []progress.TP) {
 // deleteLocked forgets p.
 func (pl *Pipeline) deleteLocked(p *partition) {
 	if p.txn != nil {
-		p.txn.parts--
+		delete(p.txn.members, p)
 	}
 	pl.dropQueueLocked(p, false)
 	delete(pl.parts, p.tp)

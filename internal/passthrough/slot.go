@@ -29,7 +29,8 @@ func (pl *Pipeline) newTxn(s int) *txnState {
 	if pl.slotted() {
 		id = slots.TransactionalID(id, s)
 	}
-	return &txnState{slot: s, id: id, pid: -1, added: make(map[progress.TP]bool), offSeq: make(map[int32]int32), coordinator: -1}
+	return &txnState{slot: s, id: id, pid: -1, added: make(map[progress.TP]bool), offSeq: make(map[int32]int32), coordinator: -1,
+		members: make(map[*partition]struct{})}
 }
 
 // txnForLocked returns the transaction tp's batches go in: that of its
@@ -132,7 +133,7 @@ func (pl *Pipeline) releaseSlots(ctx context.Context) {
 	pl.mu.Lock()
 	var gone []*txnState
 	for s, t := range pl.txns {
-		if t.parts == 0 {
+		if len(t.members) == 0 {
 			t.released = true
 			delete(pl.txns, s)
 			gone = append(gone, t)

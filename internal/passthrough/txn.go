@@ -106,8 +106,8 @@ type txnState struct {
 	busy, adding bool
 	// released: its slot was handed back.
 	released bool
-	parts    int // assigned partitions whose txn it is
-	inflight int // batches of its partitions in produce requests
+	members  map[*partition]struct{} // assigned partitions whose txn it is
+	inflight int                     // batches of its partitions in produce requests
 	// offSeq is the next sequence of each offsets-topic partition.
 	offSeq map[int32]int32
 	// coordinator is the transaction coordinator's node ID; -1 unknown.
@@ -228,8 +228,8 @@ func (pl *Pipeline) fence(t *txnState, err error) {
 	t.fenced = err
 	stopped := 0
 	if pl.slotted() {
-		for _, p := range pl.parts {
-			if p.txn == t && !p.revoked && !p.stopped {
+		for p := range t.members {
+			if !p.revoked && !p.stopped {
 				p.stopped, p.lastErr = true, err
 				p.gen++
 				pl.dropQueueLocked(p, false)
@@ -424,8 +424,8 @@ func (pl *Pipeline) txnSettledLocked(t *txnState) bool {
 	if t.inflight > 0 {
 		return false
 	}
-	for p := range pl.sendable {
-		if p.txn != t || p.stopped || p.revoked {
+	for p := range t.members {
+		if p.stopped || p.revoked {
 			continue
 		}
 		for _, b := range p.queue {
@@ -485,6 +485,16 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 		pl.mu.Unlock()
 		return nil // not started: nothing was sent in it
 	}
+	if !t.open && t.inflight == 0 {
+		// Nothing sent since the last commit: an idle slot ends here,
+		// without holding sends back and waking the request loop.
+		pos := pl.txnPositionsLocked(t)
+		pl.mu.Unlock()
+		if len(pl.progressRecords(pos)) == 0 {
+			return pl.flushSyncs(ctx, pos)
+		}
+		pl.mu.Lock()
+	}
 	t.committing = true
 	pl.mu.Unlock()
 	defer func() {
@@ -513,10 +523,7 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 	// A batch on the target beyond a partition's progress (acknowledged
 	// after one that was not, or of a partition stopped or revoked
 	// meanwhile) cannot be committed without being copied again.
-	for p := range pl.sendable {
-		if p.txn != t {
-			continue
-		}
+	for p := range t.members {
 		for _, b := range p.queue {
 			if b.tried || b.state != stUnsent {
 				failTxnLocked(t, fmt.Errorf("partition %s has batches on the target beyond its progress", p.tp))
@@ -532,22 +539,9 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 		return fmt.Errorf("exactly-once: the transaction is aborted: %w", t.failed)
 	}
 	pid, epoch, open := t.pid, t.epoch, t.open
-	pos := make(map[progress.TP]int64)
-	for tp, p := range pl.parts {
-		if p.txn == t {
-			if off, ok := p.Position(); ok {
-				pos[tp] = off
-			}
-		}
-	}
+	pos := pl.txnPositionsLocked(t)
 	pl.mu.Unlock()
-
-	var recs []*kgo.Record
-	for tp, off := range pos {
-		if old, ok := pl.cfg.Progress.Get(tp); !ok || old != off {
-			recs = append(recs, pl.cfg.Progress.Record(tp, off))
-		}
-	}
+	recs := pl.progressRecords(pos)
 	if len(recs) == 0 && !open {
 		return pl.flushSyncs(ctx, pos)
 	}
@@ -572,6 +566,29 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 	pl.mu.Unlock()
 	pl.cfg.Progress.Saved(pos)
 	return pl.flushSyncs(fctx, pos)
+}
+
+// txnPositionsLocked returns the positions of t's partitions.
+func (pl *Pipeline) txnPositionsLocked(t *txnState) map[progress.TP]int64 {
+	pos := make(map[progress.TP]int64, len(t.members))
+	for p := range t.members {
+		if off, ok := p.Position(); ok {
+			pos[p.tp] = off
+		}
+	}
+	return pos
+}
+
+// progressRecords returns the progress records of the positions that
+// differ from the saved ones.
+func (pl *Pipeline) progressRecords(pos map[progress.TP]int64) []*kgo.Record {
+	var recs []*kgo.Record
+	for tp, off := range pos {
+		if old, ok := pl.cfg.Progress.Get(tp); !ok || old != off {
+			recs = append(recs, pl.cfg.Progress.Record(tp, off))
+		}
+	}
+	return recs
 }
 
 // commitFailed marks t's transaction for abort after err, a failed step
@@ -769,8 +786,8 @@ func (pl *Pipeline) restartTxn(ctx context.Context, t *txnState, catchUp bool) {
 	pl.newTxnProducerLocked(t, resp.ProducerID, resp.ProducerEpoch)
 	t.failed, t.unsure = nil, false
 	var tps []progress.TP
-	for _, p := range pl.parts {
-		if p.txn != t || p.revoked {
+	for p := range t.members {
+		if p.revoked {
 			continue
 		}
 		tps = append(tps, p.tp)
@@ -846,10 +863,8 @@ func (pl *Pipeline) retryLater(ctx context.Context, t *txnState, what string, er
 func (pl *Pipeline) newTxnProducerLocked(t *txnState, pid int64, epoch int16) {
 	t.pid, t.epoch = pid, epoch
 	pl.stats.pids++
-	for _, p := range pl.parts {
-		if p.txn == t {
-			p.resetSeqLocked()
-		}
+	for p := range t.members {
+		p.resetSeqLocked()
 	}
 	clear(t.added)
 	clear(t.offSeq)
