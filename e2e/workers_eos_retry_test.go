@@ -20,7 +20,13 @@ import (
 // the exactly-once metrics, and fail /ready, and the slots must be
 // retried. Once the ACL is granted, the worker takes the slots without a
 // rebalance, the partitions run and every record is copied exactly once.
+// It runs on passthrough (the default) and on the record path.
 func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
+	t.Run("passthrough", func(t *testing.T) { slotRetry(t) })
+	t.Run("record path", func(t *testing.T) { slotRetry(t, recordPath) })
+}
+
+func slotRetry(t *testing.T, extra ...string) {
 	a := testkafka.Shared(t, 1)[0]
 	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true})[0]
 	info := sec.Info()
@@ -48,7 +54,7 @@ func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 	src, dst := alias(t, "src"), "secure"
 	name := src + "->" + dst
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
-	cfg := writeFile(t, "mm2.properties", strings.Join([]string{
+	cfg := writeFile(t, "mm2.properties", strings.Join(append([]string{
 		"clusters = " + src + ", " + dst,
 		src + ".bootstrap.servers = " + strings.Join(a.Bootstrap, ","),
 		dst + ".bootstrap.servers = " + strings.Join(info.SecureBootstrap, ","),
@@ -68,7 +74,7 @@ func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 		src + ".consumer.session.timeout.ms = 6000",
 		src + ".consumer.heartbeat.interval.ms = 500",
 		"kmirror.rest.listener = " + addr, "kmirror.rest.auth = none",
-	}, "\n")+"\n")
+	}, extra...), "\n")+"\n")
 	w := startKmirror(t, "--metrics-addr", metricsAddr, cfg)
 	remote := src + "." + topic
 
@@ -166,5 +172,6 @@ func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 		t.Errorf("%d duplicates, %d records on the target for %d on the source; want 0 and the same count", dups, len(got), len(want))
 	}
 	sameRecords(t, want, got, "")
+	dataPathRan(t, extra, w)
 	t.Log(fmt.Sprintf("%d slot init failures before the ACL was granted; then %d records copied exactly once", int(failures), len(got)))
 }

@@ -102,7 +102,7 @@ func (r *running) build(ctx context.Context) error {
 	if r.consumer, _, err = f.client("replication-consumer", clients.Consumer, c.SourceConsumer, copts...); err != nil {
 		return err
 	}
-	usePT, why := dataPathOf(c, eos, f.opts.AddOrigin)
+	usePT, why := dataPathOf(c, f.opts.AddOrigin)
 	if !usePT {
 		f.log.Info("record path: records are decoded and re-encoded", "because", why)
 	}
@@ -201,7 +201,7 @@ func (r *running) build(ctx context.Context) error {
 			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
 		}
 		if eos {
-			ptc.TransactionalID = TransactionalID(c)
+			ptc.TransactionalID, ptc.Slots = TransactionalID(c), slotCount
 		}
 		pl := passthrough.New(ptc)
 		r.rep = pl

@@ -58,12 +58,10 @@ func (f *Flow) codecProducers(single bool, popts []kgo.Opt) (map[uint8]*kgo.Clie
 
 // dataPath decides between passthrough and the record path, and says why
 // when a flow that may use passthrough cannot.
-func dataPathOf(c *config.Flow, eos, addOrigin bool) (passthrough bool, why string) {
+func dataPathOf(c *config.Flow, addOrigin bool) (passthrough bool, why string) {
 	switch {
 	case c.Passthrough == config.Off:
 		return false, config.PassthroughKey + " = false"
-	case eos && c.Workers == config.Group:
-		return false, "exactly-once in group mode"
 	case addOrigin:
 		return false, "the provenance header is written"
 	case c.TargetProducer["compression.type"] != "":

@@ -44,7 +44,7 @@ func BenchmarkIdlePass(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		pl.maintain(ctx)
+		pl.maintain(ctx, ctx)
 		pl.startFetches(ctx)
 		pl.startProduces(ctx)
 	}
