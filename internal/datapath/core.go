@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,10 +30,31 @@ type Core struct {
 
 	ackedSince atomic.Int64 // records acknowledged since the last Commit
 	paused     atomic.Bool  // Pause is in effect
+	// reached is ready once ackedSince reached reachAt (0: never).
+	reachOnce sync.Once
+	reached   chan struct{}
+	reachAt   atomic.Int64
 }
 
 // Acked counts n records the target acknowledged.
-func (c *Core) Acked(n int64) { c.ackedSince.Add(n) }
+func (c *Core) Acked(n int64) {
+	v := c.ackedSince.Add(n)
+	if at := c.reachAt.Load(); at > 0 && v >= at && v-n < at {
+		select {
+		case c.reached <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// AckedReached returns a channel that is ready each time AckedSinceCommit
+// reaches n, so that the caller need not ask AckedSinceCommit over and
+// over (AckWatcher).
+func (c *Core) AckedReached(n int64) <-chan struct{} {
+	c.reachOnce.Do(func() { c.reached = make(chan struct{}, 1) })
+	c.reachAt.Store(n)
+	return c.reached
+}
 
 // AckedSinceCommit returns how many records the target acknowledged since
 // the last Commit began.

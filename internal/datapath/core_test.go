@@ -26,16 +26,7 @@ import (
 // 41.
 func newStore(t *testing.T) *progress.Store {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	c, cl := kfakeCluster(t, kfake.NumBrokers(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
@@ -182,16 +173,7 @@ func (f *fakeParts) Delete(tps []progress.TP) {
 // listing what it published, in order, as topic:partition up->down.
 func newSyncs(t *testing.T) (*offsetsync.Writer, func() string) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "mm2-offset-syncs.B.internal"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	c, cl := kfakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "mm2-offset-syncs.B.internal"))
 	w := offsetsync.New(cl, "mm2-offset-syncs.B.internal", 100, slog.New(slog.DiscardHandler), nil)
 	return w, func() string {
 		if err := cl.Flush(context.Background()); err != nil {
@@ -343,5 +325,42 @@ func TestReleaseFailedStillDeletes(t *testing.T) {
 	}
 	if len(f.parts) != 0 {
 		t.Errorf("partitions still held after a failed release: %v", f.parts)
+	}
+}
+
+// TestAckedReached: the channel is ready once the acknowledged count
+// reaches the mark, once per commit, whatever the steps it grows by.
+func TestAckedReached(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		acks  []int64 // -1: a commit begins
+		ready []bool  // after each step
+	}{
+		{"below", []int64{1, 3}, []bool{false, false}},
+		{"exactly", []int64{2, 3}, []bool{false, true}},
+		{"past at once", []int64{9}, []bool{true}},
+		{"once until a commit", []int64{5, 1, 1}, []bool{true, false, false}},
+		{"again after a commit", []int64{5, -1, 2, 3}, []bool{true, false, false, true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var c Core
+			reached := c.AckedReached(5)
+			for i, n := range tt.acks {
+				if n < 0 {
+					c.CommitStarted()
+				} else {
+					c.Acked(n)
+				}
+				got := false
+				select {
+				case <-reached:
+					got = true
+				default:
+				}
+				if got != tt.ready[i] {
+					t.Errorf("after step %d (%d): ready %v, want %v", i, n, got, tt.ready[i])
+				}
+			}
+		})
 	}
 }

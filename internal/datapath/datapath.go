@@ -90,3 +90,17 @@ func Lane(tp progress.TP, n int) int {
 	}
 	return int((h + uint32(tp.Partition)) % uint32(n))
 }
+
+// StatusAppender is an Engine that appends its Status to a slice the
+// caller keeps, so that a reader every few seconds (Health) reuses one
+// buffer instead of allocating one of every partition.
+type StatusAppender interface {
+	AppendStatus(dst []PartitionStatus) []PartitionStatus
+}
+
+// AckWatcher is an Engine that says when AckedSinceCommit reaches a count
+// (datapath.Core does), so that the flow's progress saves need not ask it
+// every few milliseconds. A nil channel means the engine cannot say.
+type AckWatcher interface {
+	AckedReached(n int64) <-chan struct{}
+}

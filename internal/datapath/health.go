@@ -3,6 +3,7 @@ package datapath
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -52,14 +53,27 @@ type Health struct {
 	eng Engine
 	log *slog.Logger
 
+	st []PartitionStatus // the engine's status, kept between checks (Check only)
+
 	mu     sync.Mutex
 	parts  map[progress.TP]*watch
-	checks int64                    // Checks begun
-	ends   *kmsg.ListOffsetsRequest // of parts' last stable offsets; nil when they changed
+	order  []*watch  // the watches of the last check's status, in its order
+	checks int64     // Checks begun
+	ends   []listing // of parts' last stable offsets; nil when partitions or leaders changed
+}
+
+// listing is one ListOffsets request to a source broker and the
+// partitions it lists, in their order.
+type listing struct {
+	broker int32
+	req    *kmsg.ListOffsetsRequest
+	ws     []*watch
 }
 
 // watch is what Health knows of one partition.
 type watch struct {
+	tp      progress.TP
+	leader  int32     // source leader, from the last metadata asked; -1 unknown
 	done    int64     // progress seen at the last check
 	movedAt time.Time // when done last changed (or the partition was first seen)
 	start   int64     // source log start at the last check
@@ -119,21 +133,21 @@ func (h *Health) Run(ctx context.Context) {
 
 // Check lists the source offsets of the assigned partitions, updates their
 // state and restarts the stalled ones that have nothing in flight. Each
-// check lists the last stable offset of every partition, in one request
-// per leader kept while the partitions stay the same, and the log start
-// only of those behind (of one caught up, the lag is 0 whatever the log
-// start). Metrics read the last check's values when scraped.
+// check lists the last stable offset of every partition, straight from its
+// leader: one request per leader, kept while the partitions and their
+// leaders stay the same (the leaders are asked for again after a change
+// or an error), and the log start only of those behind (of one caught up,
+// the lag is 0 whatever the log start). Metrics read the last check's
+// values when scraped. Checks run one at a time.
 func (h *Health) Check(ctx context.Context, now time.Time) {
-	st := h.eng.Status()
-	if h.cfg.Held != nil {
-		st = append(st, h.cfg.Held()...)
-	}
-	if ends := h.track(st, now); ends != nil {
+	st := h.status()
+	if h.track(st, now) {
 		lctx, cancel := context.WithTimeout(ctx, h.cfg.Interval)
 		defer cancel()
-		behind := h.behind(st, h.cfg.Source.RequestSharded(lctx, ends), now)
+		ends := h.locate(lctx)
+		behind := h.behind(h.list(lctx, ends), now)
 		if len(behind) > 0 {
-			starts := h.cfg.Source.RequestSharded(lctx, offsetsRequest(behind, -2, h.cfg.Interval))
+			starts := h.list(lctx, requests(behind, -2, h.cfg.Interval))
 			h.mu.Lock()
 			h.listed(starts, func(w *watch, start int64) { w.start = start })
 			h.mu.Unlock()
@@ -141,11 +155,8 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 	}
 	var restart []PartitionStatus
 	h.mu.Lock()
-	for _, s := range st {
-		w := h.parts[progress.TP{Topic: s.Topic, Partition: s.Partition}]
-		if w == nil {
-			continue
-		}
+	for i, s := range st {
+		w := h.order[i]
 		w.lag, w.lagSec = w.lagOf(now)
 		w.state = h.stateOf(s, w, now)
 		if w.state == Stalled && s.InFlight == 0 {
@@ -168,82 +179,203 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 	}
 }
 
-// track watches the partitions of st, forgets those no longer in it and
-// notes progress that moved; it returns the request for their last
-// stable offsets (nil: no partitions).
-func (h *Health) track(st []PartitionStatus, now time.Time) *kmsg.ListOffsetsRequest {
+// status returns the engine's status, in the buffer of the last check
+// when the engine can fill one (StatusAppender).
+func (h *Health) status() []PartitionStatus {
+	if a, ok := h.eng.(StatusAppender); ok {
+		h.st = a.AppendStatus(h.st[:0])
+	} else {
+		h.st = append(h.st[:0], h.eng.Status()...)
+	}
+	if h.cfg.Held != nil {
+		h.st = append(h.st, h.cfg.Held()...)
+	}
+	return h.st
+}
+
+// track watches the partitions of st, in st's order (h.order), forgets
+// those no longer in it and notes progress that moved; it reports whether
+// there is any partition to list.
+func (h *Health) track(st []PartitionStatus, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checks++
-	for _, s := range st {
-		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
-		w := h.parts[tp]
+	old := h.order
+	h.order = h.order[:0]
+	for i := range st {
+		s := &st[i]
+		w := h.lookup(old, i, s.Topic, s.Partition)
 		if w == nil {
-			w = h.watch(s, now)
-			h.parts[tp] = w
+			w = h.watch(*s, now)
+			h.parts[w.tp] = w
 			h.ends = nil
 		}
+		h.order = append(h.order, w)
 		w.seen = h.checks
 		if s.Done != w.done {
 			w.done, w.movedAt = s.Done, now
 		}
 	}
+	clear(h.order[len(h.order):cap(h.order)])
 	if len(h.parts) != len(st) {
 		h.forgetLocked(h.checks)
 	}
-	if h.ends == nil && len(h.parts) > 0 {
-		tps := make([]progress.TP, 0, len(h.parts))
-		for tp := range h.parts {
-			tps = append(tps, tp)
-		}
-		h.ends = offsetsRequest(tps, -1, h.cfg.Interval)
-	}
-	return h.ends
+	return len(h.parts) > 0
 }
 
-// offsetsRequest asks for the offsets of tps at timestamp: -1 the last
-// stable offset, -2 the log start.
-func offsetsRequest(tps []progress.TP, timestamp int64, timeout time.Duration) *kmsg.ListOffsetsRequest {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.IsolationLevel = 1 // read_committed: the last stable offset
-	req.TimeoutMillis = int32(timeout.Milliseconds())
-	topic := make(map[string]int)
-	for _, tp := range tps {
-		i, ok := topic[tp.Topic]
-		if !ok {
-			i = len(req.Topics)
-			topic[tp.Topic] = i
-			t := kmsg.NewListOffsetsRequestTopic()
-			t.Topic = tp.Topic
+// lookup returns the watch of topic and partition, found at index i of
+// order when that status is in the same order as the last one (then
+// without hashing); nil when it is not watched. h.mu is held.
+func (h *Health) lookup(order []*watch, i int, topic string, partition int32) *watch {
+	if i < len(order) {
+		if w := order[i]; w.tp.Partition == partition && w.tp.Topic == topic {
+			return w
+		}
+	}
+	return h.parts[progress.TP{Topic: topic, Partition: partition}]
+}
+
+// locate returns the requests for the last stable offsets of every
+// watched partition, one per leader. After partitions or leaders changed
+// it asks the source for the leaders first (one metadata request).
+func (h *Health) locate(ctx context.Context) []listing {
+	h.mu.Lock()
+	if h.ends != nil {
+		defer h.mu.Unlock()
+		return h.ends
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	seen := make(map[string]bool)
+	for _, w := range h.order {
+		if !seen[w.tp.Topic] {
+			seen[w.tp.Topic] = true
+			t := kmsg.NewMetadataRequestTopic()
+			t.Topic = kmsg.StringPtr(w.tp.Topic)
 			req.Topics = append(req.Topics, t)
 		}
-		p := kmsg.NewListOffsetsRequestTopicPartition()
-		p.Partition, p.Timestamp = tp.Partition, timestamp
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
-	return req
+	h.mu.Unlock()
+	// Through the client: it learns the brokers from the answer, and so
+	// finds a leader that is new to it.
+	resp, err := req.RequestWith(ctx, h.cfg.Source)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
+		return nil // no offsets this check
+	}
+	for _, w := range h.parts {
+		w.leader = -1
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			w := h.parts[progress.TP{Topic: *t.Topic, Partition: p.Partition}]
+			if w != nil && p.ErrorCode == 0 {
+				w.leader = p.Leader
+			}
+		}
+	}
+	ends := requests(h.order, -1, h.cfg.Interval)
+	if !slices.ContainsFunc(h.order, func(w *watch) bool { return w.leader < 0 }) {
+		h.ends = ends // else the leaders are asked for again next time
+	}
+	return ends
+}
+
+// requests asks for the offsets of the partitions of ws at timestamp (-1
+// the last stable offset, -2 the log start), one request per leader, each
+// listing its partitions in the order of ws. Partitions without a known
+// leader are left out.
+func requests(ws []*watch, timestamp int64, timeout time.Duration) []listing {
+	var out []listing
+	at := make(map[int32]int)
+	for _, w := range ws {
+		if w.leader < 0 {
+			continue
+		}
+		i, ok := at[w.leader]
+		if !ok {
+			i = len(out)
+			at[w.leader] = i
+			req := kmsg.NewPtrListOffsetsRequest()
+			req.IsolationLevel = 1 // read_committed: the last stable offset
+			req.TimeoutMillis = int32(timeout.Milliseconds())
+			out = append(out, listing{broker: w.leader, req: req})
+		}
+		l := &out[i]
+		if n := len(l.req.Topics); n == 0 || l.req.Topics[n-1].Topic != w.tp.Topic {
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = w.tp.Topic
+			l.req.Topics = append(l.req.Topics, t)
+		}
+		t := &l.req.Topics[len(l.req.Topics)-1]
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition, p.Timestamp = w.tp.Partition, timestamp
+		t.Partitions = append(t.Partitions, p)
+		l.ws = append(l.ws, w)
+	}
+	return out
+}
+
+// answer is a broker's answer to one listing.
+type answer struct {
+	l    *listing
+	resp *kmsg.ListOffsetsResponse
+	err  error
+}
+
+// list sends the requests of ls, to their brokers at once, and returns
+// the answers.
+func (h *Health) list(ctx context.Context, ls []listing) []answer {
+	out := make([]answer, len(ls))
+	var wg sync.WaitGroup
+	for i := range ls {
+		out[i].l = &ls[i]
+		wg.Go(func() {
+			a := &out[i]
+			var resp kmsg.Response
+			if resp, a.err = h.cfg.Source.Broker(int(a.l.broker)).Request(ctx, a.l.req); a.err == nil {
+				a.resp = resp.(*kmsg.ListOffsetsResponse)
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // watch starts watching the partition of s, with its metric series.
 func (h *Health) watch(s PartitionStatus, now time.Time) *watch {
-	w := &watch{done: s.Done, movedAt: now, end: -1}
+	w := &watch{tp: progress.TP{Topic: s.Topic, Partition: s.Partition}, leader: -1, done: s.Done, movedAt: now, end: -1}
 	if m := h.cfg.Metrics; m != nil {
 		w.series = m.Partitions.Series(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, strconv.Itoa(int(s.Partition)), States)
 	}
 	return w
 }
 
-// listed calls set with the watch and offset of every partition that
-// shards listed without error; h.mu is held.
-func (h *Health) listed(shards []kgo.ResponseShard, set func(*watch, int64)) {
-	for _, sh := range shards {
-		resp, ok := sh.Resp.(*kmsg.ListOffsetsResponse)
-		if sh.Err != nil || !ok {
+// listed calls set with the watch and offset of every partition that the
+// answers list without error. A failed request or a partition error (a
+// leader that moved, most likely) has the leaders asked for again at the
+// next check. h.mu is held.
+func (h *Health) listed(as []answer, set func(*watch, int64)) {
+	for _, a := range as {
+		if a.err != nil {
+			h.ends = nil
 			continue
 		}
-		for _, t := range resp.Topics {
+		k := 0 // the answer lists the partitions in the order asked, normally
+		for _, t := range a.resp.Topics {
 			for _, p := range t.Partitions {
-				if w := h.parts[progress.TP{Topic: t.Topic, Partition: p.Partition}]; w != nil && p.ErrorCode == 0 {
+				var w *watch
+				if k < len(a.l.ws) && a.l.ws[k].tp.Partition == p.Partition && a.l.ws[k].tp.Topic == t.Topic {
+					w = a.l.ws[k]
+					k++
+				} else {
+					w = h.parts[progress.TP{Topic: t.Topic, Partition: p.Partition}]
+				}
+				switch {
+				case w == nil:
+				case p.ErrorCode != 0:
+					h.ends = nil
+				default:
 					set(w, p.Offset)
 				}
 			}
@@ -252,8 +384,8 @@ func (h *Health) listed(shards []kgo.ResponseShard, set func(*watch, int64)) {
 }
 
 // behind takes the last stable offsets that ends listed and returns the
-// partitions in st that have not copied up to theirs.
-func (h *Health) behind(st []PartitionStatus, ends []kgo.ResponseShard, now time.Time) []progress.TP {
+// watched partitions that have not copied up to theirs.
+func (h *Health) behind(ends []answer, now time.Time) []*watch {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.listed(ends, func(w *watch, end int64) {
@@ -267,14 +399,13 @@ func (h *Health) behind(st []PartitionStatus, ends []kgo.ResponseShard, now time
 			w.samples = append(w.samples, sample{now, end})
 		}
 	})
-	var tps []progress.TP
-	for _, s := range st {
-		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
-		if w := h.parts[tp]; w != nil && w.done+1 < w.end {
-			tps = append(tps, tp)
+	var ws []*watch
+	for _, w := range h.order {
+		if w.done+1 < w.end {
+			ws = append(ws, w)
 		}
 	}
-	return tps
+	return ws
 }
 
 // lagOf returns how many records of the source are not yet copied and at
@@ -319,7 +450,7 @@ func (h *Health) Annotate(st []PartitionStatus) []PartitionStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := range st {
-		w := h.parts[progress.TP{Topic: st[i].Topic, Partition: st[i].Partition}]
+		w := h.lookup(h.order, i, st[i].Topic, st[i].Partition)
 		if w == nil {
 			continue
 		}
@@ -360,6 +491,7 @@ func (h *Health) forget() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.forgetLocked(h.checks + 1)
+	h.order = nil
 }
 
 // forgetLocked drops the partitions not seen by Check number check (and

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -92,6 +95,12 @@ func (e *statusEngine) Status() []PartitionStatus {
 	return append([]PartitionStatus(nil), e.st...)
 }
 
+func (e *statusEngine) AppendStatus(dst []PartitionStatus) []PartitionStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append(dst, e.st...)
+}
+
 func (e *statusEngine) Restart(_ context.Context, tp progress.TP) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -111,16 +120,7 @@ func (e *statusEngine) set(i int, done int64, inflight int) {
 // with records in flight is not, the lag counts from the log start where
 // retention took records not yet copied, and the metrics say the same.
 func TestHealthCheck(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	_, cl := kfakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for p := int32(0); p < 2; p++ {
@@ -250,4 +250,125 @@ func healthMetric(t *testing.T, m *metrics.Metrics, name, topic, partition, stat
 		}
 	}
 	return math.NaN()
+}
+
+// TestHealthFollowsPartitions: partitions join and leave the engine's
+// status (in its order, between others) and a leader moves to another
+// broker; each check still gives every partition its own source offsets,
+// the leaders asked for again after the move.
+func TestHealthFollowsPartitions(t *testing.T) {
+	c, cl := kfakeCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "a", "b"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	produce := func(topic string, p int32, n int) {
+		t.Helper()
+		for range n {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("v")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Every partition holds a different number of records.
+	want := map[string]int64{"a/0": 1, "a/1": 2, "b/0": 3, "b/1": 4}
+	for k, n := range want {
+		produce(k[:1], int32(k[2]-'0'), int(n))
+	}
+	part := func(k string) PartitionStatus {
+		return PartitionStatus{Topic: k[:1], Partition: int32(k[2] - '0'), Remote: "A." + k[:1], Done: -1, State: Running}
+	}
+	eng := &statusEngine{}
+	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: metrics.New()}, eng, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	for _, step := range []struct {
+		name  string
+		parts []string
+		move  string // the partition whose leader moves before the check
+	}{
+		{"first", []string{"a/0", "b/1"}, ""},
+		{"one joins between", []string{"a/0", "a/1", "b/1"}, ""},
+		{"one leaves, one joins", []string{"a/1", "b/0", "b/1"}, ""},
+		{"leader moves", []string{"a/1", "b/0", "b/1"}, "b/0"},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			eng.mu.Lock()
+			eng.st = nil
+			for _, k := range step.parts {
+				eng.st = append(eng.st, part(k))
+			}
+			eng.mu.Unlock()
+			if step.move != "" {
+				p := part(step.move)
+				to := 1 - c.LeaderFor(p.Topic, p.Partition)
+				if err := c.MoveTopicPartition(p.Topic, p.Partition, to); err != nil {
+					t.Fatal(err)
+				}
+				produce(p.Topic, p.Partition, 5)
+				want[step.move] += 5
+			}
+			// After a move the first check learns of it; the next lists
+			// the partition at its new leader.
+			for range 2 {
+				now = now.Add(5 * time.Second)
+				h.Check(ctx, now)
+			}
+			for _, s := range h.Annotate(eng.Status()) {
+				k := s.Topic + "/" + strconv.Itoa(int(s.Partition))
+				if s.SourceEnd != want[k] || s.Lag != want[k] {
+					t.Errorf("%s: source end %d, lag %d; want %d", k, s.SourceEnd, s.Lag, want[k])
+				}
+			}
+			h.mu.Lock()
+			n := len(h.parts)
+			h.mu.Unlock()
+			if n != len(step.parts) {
+				t.Errorf("%d partitions watched, want %d", n, len(step.parts))
+			}
+		})
+	}
+}
+
+func TestRequests(t *testing.T) {
+	w := func(topic string, p, leader int32) *watch {
+		return &watch{tp: progress.TP{Topic: topic, Partition: p}, leader: leader}
+	}
+	ws := []*watch{w("a", 0, 1), w("a", 1, 2), w("a", 2, 1), w("b", 0, -1), w("b", 1, 1), w("c", 0, 2)}
+	got := map[int32][]string{}
+	for _, l := range requests(ws, -2, time.Second) {
+		var listed []string
+		for _, rt := range l.req.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.Timestamp != -2 {
+					t.Errorf("timestamp %d", rp.Timestamp)
+				}
+				listed = append(listed, rt.Topic+strconv.Itoa(int(rp.Partition)))
+			}
+		}
+		for i, lw := range l.ws {
+			if want := lw.tp.Topic + strconv.Itoa(int(lw.tp.Partition)); i >= len(listed) || listed[i] != want {
+				t.Errorf("broker %d: watches out of step with the request: %v", l.broker, listed)
+			}
+		}
+		got[l.broker] = listed
+	}
+	want := map[int32][]string{1: {"a0", "a2", "b1"}, 2: {"a1", "c0"}}
+	if !maps.EqualFunc(got, want, slices.Equal[[]string]) {
+		t.Errorf("requests %v, want %v (b0 has no leader)", got, want)
+	}
+}
+
+// kfakeCluster starts a kfake cluster and a client of it that produces to
+// the partitions records name, both closed at cleanup.
+func kfakeCluster(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return c, cl
 }

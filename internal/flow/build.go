@@ -47,6 +47,7 @@ type running struct {
 	syncer             *topicsync.Syncer
 	assigned           map[progress.TP]bool // single mode: partitions handed to rep
 	hosts              hosting              // partitions waiting for the target to host them
+	synced             []topicsync.Topic    // the topics of the last refresh that went through
 }
 
 // connect checks the settings the flow needs and that both clusters answer.
@@ -236,6 +237,7 @@ func (r *running) build(ctx context.Context) error {
 		Source:                r.srcAdm,
 		Target:                r.tgtAdm,
 		TargetClient:          r.tgtAdmCl,
+		SourceClient:          r.srcAdmCl,
 		SourceAlias:           c.Source,
 		TargetAlias:           c.Target,
 		Policy:                r.pol,

@@ -2,12 +2,15 @@ package flow
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/progress"
 )
 
@@ -160,5 +163,69 @@ func TestPeriodicFollowsLead(t *testing.T) {
 	}
 	if runs.Load() != 1 {
 		t.Errorf("%d runs without a lead function, want 1 at once", runs.Load())
+	}
+}
+
+// commitEngine counts commits; with watch it says when enough records
+// were acknowledged (datapath.AckWatcher), as datapath.Core does.
+type commitEngine struct {
+	datapath.Engine
+	core    datapath.Core
+	commits atomic.Int64
+}
+
+func (e *commitEngine) AckedSinceCommit() int64 { return e.core.AckedSinceCommit() }
+
+func (e *commitEngine) Commit(context.Context) error {
+	e.core.CommitStarted()
+	e.commits.Add(1)
+	return nil
+}
+
+type watchingEngine struct{ *commitEngine }
+
+func (e watchingEngine) AckedReached(n int64) <-chan struct{} { return e.core.AckedReached(n) }
+
+// TestCommitLoop: progress is saved every flush interval, and soon after
+// CommitRecords records were acknowledged, whether the engine says when
+// (AckWatcher) or is asked.
+func TestCommitLoop(t *testing.T) {
+	for _, watch := range []bool{true, false} {
+		for _, tt := range []struct {
+			name     string
+			interval time.Duration
+			acks     int64
+			want     int64 // commits at least, within 5 s; 0: none at all
+		}{
+			{"interval", 20 * time.Millisecond, 0, 3},
+			{"records", time.Hour, CommitRecords, 1},
+			{"too few records", time.Hour, CommitRecords - 1, 0},
+		} {
+			t.Run(fmt.Sprintf("%s, watching %v", tt.name, watch), func(t *testing.T) {
+				e := &commitEngine{}
+				r := &running{f: &Flow{log: slog.New(slog.DiscardHandler)}, c: &config.Flow{OffsetFlushInterval: tt.interval}, rep: e}
+				if watch {
+					r.rep = watchingEngine{e}
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { defer close(done); r.commitLoop(ctx) }()
+				time.Sleep(10 * time.Millisecond) // the loop has started
+				e.core.Acked(tt.acks)
+				wait := 5 * time.Second
+				if tt.want == 0 {
+					wait = 300 * time.Millisecond // nothing is to come
+				}
+				deadline := time.Now().Add(wait)
+				for e.commits.Load() < max(tt.want, 1) && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				cancel()
+				<-done
+				if n := e.commits.Load(); n < tt.want || tt.want == 0 && n > 0 {
+					t.Errorf("%d commits, want %d", n, tt.want)
+				}
+			})
+		}
 	}
 }

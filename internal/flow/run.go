@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,11 +18,30 @@ import (
 // in group mode, new topics to the group), taking gone ones back. A
 // partition whose remote partition the target does not host yet is
 // copied from a later refresh on, once it does (topicsync.Topic.Hosted).
+// Topics the same as at the last refresh that went through leave nothing
+// to do.
 func (r *running) refresh(ctx context.Context) error {
 	ts, err := r.syncer.Sync(ctx)
 	if err != nil {
 		return err
 	}
+	if r.synced != nil && slices.Equal(ts, r.synced) {
+		return nil
+	}
+	r.synced = nil
+	if err := r.apply(ctx, ts); err != nil {
+		return err
+	}
+	r.synced = slices.Clip(ts)
+	if r.synced == nil {
+		r.synced = []topicsync.Topic{}
+	}
+	return nil
+}
+
+// apply hands the partitions of ts to the data path, or their topics to
+// the group, and takes gone ones back.
+func (r *running) apply(ctx context.Context, ts []topicsync.Topic) error {
 	for _, t := range ts {
 		if err := r.checkTopicID(ctx, t); err != nil {
 			return err
@@ -144,20 +164,7 @@ func (r *running) run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// Progress is saved every interval, and sooner once CommitRecords
-		// records were acknowledged, which bounds the records copied
-		// twice after a crash even while a backlog streams through.
-		interval := c.OffsetFlushInterval
-		last := time.Now()
-		f.every(loops, min(interval, 50*time.Millisecond), func() {
-			if time.Since(last) < interval && r.rep.AckedSinceCommit() < CommitRecords {
-				return
-			}
-			last = time.Now()
-			if err := r.rep.Commit(loops); err != nil && loops.Err() == nil {
-				f.log.Warn("saving progress failed; retrying at the next interval", "err", err)
-			}
-		})
+		r.commitLoop(loops)
 	}()
 	side.Add(1)
 	go func() { defer side.Done(); r.health.Run(loops) }()
@@ -204,6 +211,43 @@ func (r *running) run(ctx context.Context) error {
 	}
 	f.log.Info("flow stopped; progress saved")
 	return nil
+}
+
+// commitLoop saves progress every offset flush interval, and sooner once
+// CommitRecords records were acknowledged, which bounds the records
+// copied twice after a crash even while a backlog streams through. An
+// engine that says when that count is reached (datapath.AckWatcher) wakes
+// the loop; another is asked every 50 ms.
+func (r *running) commitLoop(ctx context.Context) {
+	interval := r.c.OffsetFlushInterval
+	var reached <-chan struct{}
+	if w, ok := r.rep.(datapath.AckWatcher); ok {
+		reached = w.AckedReached(CommitRecords)
+	}
+	last := time.Now()
+	wait := func() time.Duration {
+		if reached == nil {
+			return min(interval, 50*time.Millisecond)
+		}
+		return max(interval-time.Since(last), 0)
+	}
+	t := time.NewTimer(wait())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reached:
+		case <-t.C:
+		}
+		if time.Since(last) >= interval || r.rep.AckedSinceCommit() >= CommitRecords {
+			last = time.Now()
+			if err := r.rep.Commit(ctx); err != nil && ctx.Err() == nil {
+				r.f.log.Warn("saving progress failed; retrying at the next interval", "err", err)
+			}
+		}
+		t.Reset(wait())
+	}
 }
 
 // hostedPoll is how often topics are refreshed while new remote

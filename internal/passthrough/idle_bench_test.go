@@ -31,6 +31,7 @@ func idlePipeline() (*Pipeline, *laneState) {
 		p.next, p.srcLeader, p.tgtLeader = 0, 1, 1
 		p.srcID[0] = 1
 	}
+	clear(pl.unresolved)
 	pl.settleLocked(time.Now())
 	return pl, pl.lanes[lane{1, 0}]
 }
@@ -121,6 +122,42 @@ func BenchmarkIdleCommit(b *testing.B) {
 				if n := len(tc.pos()); n != tc.want {
 					b.Fatalf("%d positions, want %d", n, tc.want)
 				}
+			}
+		})
+	}
+}
+
+// TestQuiet: the request loop slows to a pass a second only when nothing
+// waits for a time to come or for a pass.
+func TestQuiet(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		name   string
+		change func(pl *Pipeline, ls *laneState, p *partition)
+		quiet  bool
+	}{
+		{"idle, fetching", func(*Pipeline, *laneState, *partition) {}, true},
+		{"lane not fetching", func(_ *Pipeline, ls *laneState, _ *partition) { ls.fetching = false }, false},
+		{"lane not fetching, paused", func(pl *Pipeline, ls *laneState, _ *partition) { ls.fetching = false; pl.SetPaused(true) }, true},
+		{"lane backing off", func(_ *Pipeline, ls *laneState, _ *partition) { ls.retryAt = now.Add(time.Second) }, false},
+		{"partition backing off", func(pl *Pipeline, _ *laneState, p *partition) { pl.waiting[p] = struct{}{} }, false},
+		{"partition changed", func(pl *Pipeline, _ *laneState, p *partition) { pl.touchLocked(p) }, false},
+		{"batches to send", func(pl *Pipeline, _ *laneState, p *partition) { pl.sendable[p] = struct{}{} }, false},
+		{"produce in flight", func(pl *Pipeline, _ *laneState, _ *partition) { pl.produceIn = 1 }, false},
+		{"start offset unknown", func(pl *Pipeline, _ *laneState, p *partition) { pl.unresolved[p] = struct{}{} }, false},
+		{"out of range", func(pl *Pipeline, _ *laneState, p *partition) { pl.oor[p] = struct{}{} }, false},
+		{"metadata wanted", func(pl *Pipeline, _ *laneState, _ *partition) { pl.needMeta = true }, false},
+		{"no producer ID", func(pl *Pipeline, _ *laneState, _ *partition) { pl.pid = -1 }, false},
+		{"exactly-once", func(pl *Pipeline, _ *laneState, _ *partition) { pl.cfg.TransactionalID = "t" }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pl, ls := idlePipeline()
+			pl.mu.Lock()
+			ls.fetching = true
+			tt.change(pl, ls, pl.parts[progress.TP{Topic: "topic-0000", Partition: 0}])
+			pl.mu.Unlock()
+			if got := pl.quiet(now); got != tt.quiet {
+				t.Errorf("quiet %v, want %v", got, tt.quiet)
 			}
 		})
 	}

@@ -173,6 +173,7 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 		pl.parts[a.TP] = p
 		pl.sorted = nil
 		pl.touchLocked(p)
+		pl.moved[p] = struct{}{}
 		if p.next < 0 {
 			pl.unresolved[p] = struct{}{}
 		}
@@ -273,6 +274,7 @@ func (pl *Pipeline) deleteLocked(p *partition) {
 	delete(pl.parts, p.tp)
 	pl.sorted = nil
 	delete(pl.sendable, p)
+	delete(pl.moved, p)
 	pl.touchLocked(p)
 }
 
@@ -325,22 +327,38 @@ func (pl *Pipeline) Commit(ctx context.Context) error {
 	for tp, off := range pos {
 		if p := pl.parts[tp]; p != nil {
 			p.committed, p.hasCommitted = off, true
+			if now, _ := p.Position(); now == off {
+				delete(pl.moved, p)
+			}
 		}
 	}
 	return nil
 }
 
+// AckedReached is datapath.Core's, but nil in exactly-once mode: there a
+// commit is due by the age of the open transaction (txnAckedSinceCommit),
+// which the flow asks AckedSinceCommit about.
+func (pl *Pipeline) AckedReached(n int64) <-chan struct{} {
+	if pl.eos() {
+		return nil
+	}
+	return pl.Core.AckedReached(n)
+}
+
 // changedPositions returns the positions that differ from what the last
 // successful Commit saved of their partition: the progress store writes
-// only those anyway, and an idle flow's Commit then builds an empty map
-// instead of one of every partition.
+// only those anyway. It looks only at the partitions whose progress moved
+// since (pl.moved: every change of a Ledger adds its partition), so an
+// idle flow's Commit costs nothing per partition.
 func (pl *Pipeline) changedPositions() map[progress.TP]int64 {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	var out map[progress.TP]int64
-	for tp, p := range pl.parts {
+	for p := range pl.moved {
+		tp := p.tp
 		off, ok := p.Position()
-		if !ok || p.hasCommitted && p.committed == off {
+		if pl.parts[tp] != p || !ok || p.hasCommitted && p.committed == off {
+			delete(pl.moved, p)
 			continue
 		}
 		if out == nil {
@@ -372,6 +390,7 @@ func (pl *Pipeline) outOfRange(ctx context.Context, p *partition) {
 		if resume < want {
 			// The log restarted below what was done: progress follows it.
 			p.Restart(resume)
+			pl.moved[p] = struct{}{}
 		}
 	}
 }
@@ -385,6 +404,7 @@ func (pl *Pipeline) skipLocked(p *partition, off int64) {
 		return
 	}
 	p.Skip(off)
+	pl.moved[p] = struct{}{}
 }
 
 // stopLocked stops p for good after an error that needs a person.

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
@@ -151,10 +153,11 @@ type Pipeline struct {
 	fetchesIn int
 	// The partitions a pass looks at (session.go): dirty and waiting for
 	// fetches, sendable (queued batches or a stop to make) for produces,
-	// unresolved (no position) and oor (out of range) for maintain.
-	dirty, waiting, sendable, unresolved, oor map[*partition]struct{}
-	producing                                 map[lineKey]int // produce requests in flight
-	produceIn                                 int
+	// unresolved (no position) and oor (out of range) for maintain;
+	// moved, those whose progress may differ from what Commit last saved.
+	dirty, waiting, sendable, unresolved, oor, moved map[*partition]struct{}
+	producing                                        map[lineKey]int // produce requests in flight
+	produceIn                                        int
 	// issued is, per target broker, closed once the last produce request
 	// issued to it is queued in franz-go: the next waits for it, so
 	// requests reach a broker in the order they were built.
@@ -222,6 +225,7 @@ func New(cfg Config) *Pipeline {
 		sendable:   make(map[*partition]struct{}),
 		unresolved: make(map[*partition]struct{}),
 		oor:        make(map[*partition]struct{}),
+		moved:      make(map[*partition]struct{}),
 		producing:  make(map[lineKey]int),
 	}
 	if pl.eos() {
@@ -245,18 +249,25 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 	// fetched batches reach the target.
 	pctx, pcancel := context.WithCancel(context.Background())
 	defer pcancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+	pass := time.NewTimer(busyPass)
+	defer pass.Stop()
 	for ctx.Err() == nil && pl.Fatal() == nil {
 		pl.maintain(ctx, pctx)
 		pl.startFetches(ctx)
 		pl.startProduces(pctx)
+		if pl.quiet(time.Now()) {
+			pass.Reset(quietPass)
+		} else {
+			pass.Reset(busyPass)
+		}
 		select {
 		case <-ctx.Done():
 		case <-pl.wakeC:
-		case <-tick.C:
+		case <-pass.C:
 		}
 	}
+	tick := time.NewTicker(busyPass)
+	defer tick.Stop()
 	if err := pl.Fatal(); err != nil {
 		pcancel()
 		pl.wg.Wait()
@@ -284,6 +295,33 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 	cctx, ccancel := context.WithTimeout(context.Background(), max(drain/2, 5*time.Second))
 	defer ccancel()
 	return errors.Join(drainErr, pl.Commit(cctx))
+}
+
+// The request loop makes a pass at every wake (a fetch or produce
+// answered, partitions assigned or restarted, Resume) and at least every
+// busyPass, or every quietPass while nothing waits for a time to come.
+const (
+	busyPass  = 100 * time.Millisecond
+	quietPass = time.Second
+)
+
+// quiet reports whether no partition, lane or producer waits for a time
+// to come (a retry, a backoff) or for a pass to send what it has: every
+// other change comes with a wake. Exactly-once is never quiet.
+func (pl *Pipeline) quiet(now time.Time) bool {
+	paused := pl.Paused()
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.eos() || pl.produceIn > 0 || pl.pid < 0 || pl.needPID || pl.needMeta ||
+		len(pl.dirty)+len(pl.waiting)+len(pl.sendable)+len(pl.unresolved)+len(pl.oor) > 0 {
+		return false
+	}
+	for _, ls := range pl.lanes {
+		if now.Before(ls.retryAt) || !paused && !ls.fetching && len(ls.want) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // idle reports whether nothing is in flight and nothing waits to be sent.
@@ -378,9 +416,13 @@ func (pl *Pipeline) newProducerLocked(pid int64, epoch int16) {
 }
 
 // refreshMetadata learns leaders, leader epochs and topic IDs on both
-// sides and the target topics' max.message.bytes.
+// sides and the target topics' max.message.bytes. The periodic refresh
+// asks a broker straight (clients.Metadata); one that something asked
+// for (an error, new partitions) goes through the clients, which then
+// learn of brokers new to them.
 func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	pl.mu.Lock()
+	periodic := !pl.needMeta
 	pl.needMeta = false
 	pl.lastMeta = time.Now()
 	srcSet, dstSet := map[string]bool{}, map[string]bool{}
@@ -393,8 +435,8 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	src, err1 := pl.cfg.SourceAdmin.Metadata(rctx, keys(srcSet)...)
-	dst, err2 := pl.tadm.Metadata(rctx, keys(dstSet)...)
+	src, err1 := metadata(rctx, pl.cfg.Source, keys(srcSet), periodic)
+	dst, err2 := metadata(rctx, pl.cfg.Target, keys(dstSet), periodic)
 	maxBytes, err3 := pl.targetMaxBytes(rctx, keys(dstSet))
 	if err := errors.Join(err1, err2); err != nil {
 		if ctx.Err() == nil {
@@ -410,27 +452,25 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	for _, t := range src.Topics {
-		if t.Err == nil {
-			pl.srcNames[t.ID] = t.Topic
-		}
+	for name, t := range src {
+		pl.srcNames[t.TopicID] = name
 	}
 	for _, p := range pl.parts {
 		was := [...]int32{p.srcLeader, p.srcEpoch}
 		wasID := p.srcID
 		p.srcLeader, p.tgtLeader = -1, -1
-		if t, ok := src.Topics[p.tp.Topic]; ok && t.Err == nil {
-			p.srcID = t.ID
-			if d, ok := t.Partitions[p.tp.Partition]; ok && d.Err == nil {
+		if t, ok := src[p.tp.Topic]; ok {
+			p.srcID = t.TopicID
+			if d := partitionOf(t, p.tp.Partition); d != nil {
 				p.srcLeader, p.srcEpoch = d.Leader, d.LeaderEpoch
 			}
 		}
 		if was != [...]int32{p.srcLeader, p.srcEpoch} || wasID != p.srcID {
 			pl.touchLocked(p)
 		}
-		if t, ok := dst.Topics[p.remote]; ok && t.Err == nil {
-			p.tgtID = t.ID
-			if d, ok := t.Partitions[p.tp.Partition]; ok && d.Err == nil {
+		if t, ok := dst[p.remote]; ok {
+			p.tgtID = t.TopicID
+			if d := partitionOf(t, p.tp.Partition); d != nil {
 				p.tgtLeader = d.Leader
 			}
 		}
@@ -473,6 +513,47 @@ func (pl *Pipeline) targetMaxBytes(ctx context.Context, topics []string) (map[st
 		}
 	}
 	return out, nil
+}
+
+// metadata returns the topics of cl's cluster that answer without error,
+// by name; straight from a broker (clients.Metadata) when direct.
+func metadata(ctx context.Context, cl *kgo.Client, topics []string, direct bool) (map[string]*kmsg.MetadataResponseTopic, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	var resp *kmsg.MetadataResponse
+	var err error
+	if direct {
+		resp, err = clients.Metadata(ctx, cl, req)
+	} else {
+		resp, err = req.RequestWith(ctx, cl)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*kmsg.MetadataResponseTopic, len(resp.Topics))
+	for i := range resp.Topics {
+		if t := &resp.Topics[i]; t.Topic != nil && t.ErrorCode == 0 {
+			out[*t.Topic] = t
+		}
+	}
+	return out, nil
+}
+
+// partitionOf returns partition p of t if it answered without error.
+func partitionOf(t *kmsg.MetadataResponseTopic, p int32) *kmsg.MetadataResponseTopicPartition {
+	ps := t.Partitions
+	i := int(p)
+	if i >= len(ps) || ps[i].Partition != p { // brokers list them in order, normally
+		i = slices.IndexFunc(ps, func(d kmsg.MetadataResponseTopicPartition) bool { return d.Partition == p })
+	}
+	if i < 0 || ps[i].ErrorCode != 0 {
+		return nil
+	}
+	return &ps[i]
 }
 
 func keys(m map[string]bool) []string {

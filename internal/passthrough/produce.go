@@ -295,6 +295,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 			pl.buffered -= int64(len(h.raw))
 			pl.touchLocked(p)
 			p.Done = max(p.Done, h.last, h.advanceTo)
+			pl.moved[p] = struct{}{}
 			p.retries, p.lastErr = 0, nil
 			done = append(done, h)
 			if pl.cfg.Syncs != nil && h.dstBase >= 0 {

@@ -10,11 +10,15 @@ import (
 // Status returns the state of every assigned partition, sorted. The
 // order is kept between calls and sorted again only after partitions
 // were added or deleted, so an idle flow's Status is a copy.
-func (pl *Pipeline) Status() []datapath.PartitionStatus {
+func (pl *Pipeline) Status() []datapath.PartitionStatus { return pl.AppendStatus(nil) }
+
+// AppendStatus appends what Status returns to out
+// (datapath.StatusAppender).
+func (pl *Pipeline) AppendStatus(out []datapath.PartitionStatus) []datapath.PartitionStatus {
 	paused := pl.Paused()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	out := make([]datapath.PartitionStatus, 0, len(pl.parts))
+	out = slices.Grow(out, len(pl.parts))
 	for _, p := range pl.sortedLocked() {
 		if p.revoked {
 			continue

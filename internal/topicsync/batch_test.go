@@ -76,6 +76,17 @@ func (c *requestCounter) take(key kmsg.Key) int {
 
 func (c *requestCounter) reset() { c.take(0) }
 
+// total returns the count of all requests.
+func (c *requestCounter) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, k := range c.n {
+		n += k
+	}
+	return n
+}
+
 // countingSyncer is patternSyncer with a target client whose requests are
 // counted. Both its clients keep metadata for 100 ms only (kadm answers
 // from metadata cached for MetadataMinAge, 5 s by default), so that a

@@ -5,15 +5,17 @@ package topicsync
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/policy"
@@ -25,6 +27,11 @@ type Syncer struct {
 	// TargetClient is the client behind Target. Topics are created,
 	// grown and altered through it many to a request (see batch.go).
 	TargetClient kmsg.Requestor
+	// SourceClient is the client behind Source. With it, Sync lists the
+	// source's topics with one metadata request straight to a broker and
+	// skips the rest while nothing changed (see TargetCheckInterval);
+	// without it, Sync does everything every time.
+	SourceClient *kgo.Client
 	SourceAlias  string
 	TargetAlias  string
 	Policy       policy.Policy
@@ -68,23 +75,30 @@ func (s *Syncer) ShouldReplicate(t string) bool {
 // topic whose remote topic could not be made ready is logged and not Ready,
 // with Err; it is tried again on the next Sync. So are new remote topics
 // and partitions the target does not host yet (see Hosted and Pending).
+// While the source lists the same topics as at the last Sync, and that
+// Sync left every topic Ready, Sync returns what it did then without
+// asking the target, except every TargetCheckInterval.
 func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
-	src, err := s.Source.ListTopics(ctx)
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	want, listed, same, err := s.sourceTopics(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing topics of source cluster %s: %w", s.SourceAlias, err)
+		return nil, err
 	}
-	var want []Topic
-	for _, d := range src.Sorted() {
-		if d.Err != nil || !s.ShouldReplicate(d.Topic) || len(d.Partitions) == 0 {
-			continue
-		}
-		t := Topic{Name: d.Topic, Remote: s.Policy.FormatRemoteTopic(s.SourceAlias, d.Topic), Partitions: int32(len(d.Partitions))}
-		if d.ID != (kadm.TopicID{}) {
-			t.ID = hex.EncodeToString(d.ID[:])
-		}
-		want = append(want, t)
+	now := time.Now()
+	if same && now.Sub(s.last.checked) < TargetCheckInterval {
+		return slices.Clone(s.last.topics), nil
 	}
+	if same {
+		want = slices.Clone(s.last.topics)
+		for i := range want {
+			want[i].Ready = false
+		}
+		listed = s.last.listed
+	}
+	s.last = nil
 	if len(want) == 0 {
+		s.settle(listed, nil, now)
 		return nil, nil
 	}
 	remotes := make([]string, len(want))
@@ -129,6 +143,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		}
 	}
 	s.checkHosted(ctx, want)
+	s.settle(listed, want, now)
 	return want, nil
 }
 

@@ -190,4 +190,7 @@ type syncState struct {
 	hostMu     sync.Mutex
 	hosts      map[string]*hosting // by remote topic
 	hostReport time.Time           // when to log the partitions waiting next
+
+	syncMu sync.Mutex // one Sync at a time
+	last   *settled   // the last Sync, if it left every topic Ready
 }
