@@ -80,7 +80,7 @@ func (pl *Pipeline) buildFetchLocked(ls *laneState) (*kmsg.FetchRequest, *fetchP
 		}
 	}
 	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis = int32(pl.cfg.FetchMaxWait.Milliseconds())
+	req.MaxWaitMillis = int32(pl.fetchWait(ls).Milliseconds())
 	req.MinBytes = 1
 	req.MaxBytes = pl.cfg.FetchMaxBytes
 	req.IsolationLevel = 1 // read_committed
@@ -203,6 +203,8 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 		err = kerr.ErrorForCode(fr.ErrorCode)
 	}
 	pl.mu.Lock()
+	quiet := ls.quiet
+	ls.quiet = 0 // but after an empty answer in a session, below
 	if err != nil {
 		for tp := range plan.listed {
 			if pl.sessOf[tp] == ls {
@@ -273,6 +275,9 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 	default:
 		if plan.epoch > 0 {
 			pl.stats.incremental++
+			if len(gots) == 0 {
+				ls.quiet = min(quiet+1, idleFetches)
+			}
 		}
 		ls.id, ls.epoch = fr.SessionID, nextEpoch(plan.epoch)
 		for tp, e := range plan.listed {

@@ -42,6 +42,26 @@ type laneState struct {
 	noSess   bool                     // the broker has no fetch sessions (Fetch < v7)
 	fetching bool                     // a fetch is in flight
 	retryAt  time.Time                // after a failed fetch
+	quiet    int                      // fetches in a row answered with no partition, up to idleFetches
+}
+
+// A lane whose last idleFetches fetches in a session were answered with
+// no partition (nothing new at the source) asks the broker to wait up to
+// idleFetchWait, if longer than Config.FetchMaxWait, before answering
+// empty: records still come back at once, and an idle flow sends a fourth
+// of the fetches. What a lane's next fetch would change (a partition
+// assigned, one to forget) waits for the fetch in flight, up to that long.
+const (
+	idleFetches   = 4
+	idleFetchWait = 2 * time.Second
+)
+
+// fetchWait is the MaxWait of ls's next fetch.
+func (pl *Pipeline) fetchWait(ls *laneState) time.Duration {
+	if ls.quiet >= idleFetches {
+		return max(pl.cfg.FetchMaxWait, idleFetchWait)
+	}
+	return pl.cfg.FetchMaxWait
 }
 
 // sessPart is a partition as a fetch session holds it.

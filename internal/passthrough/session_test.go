@@ -5,13 +5,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
@@ -239,3 +242,85 @@ func TestFetchSessionOnBroker(t *testing.T) {
 
 // tail is the last n bytes of s.
 func tail(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// TestIdleFetchWait: once a session's fetches come back empty, the lane
+// asks the broker to wait idleFetchWait; a record that arrives is still
+// copied, and the fetches after it wait Config.FetchMaxWait again.
+func TestIdleFetchWait(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var mu sync.Mutex
+	var waits []int32 // MaxWaitMillis of the fetches in a session
+	src.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		src.KeepControl()
+		if fr := req.(*kmsg.FetchRequest); fr.SessionEpoch > 0 {
+			mu.Lock()
+			waits = append(waits, fr.MaxWaitMillis)
+			mu.Unlock()
+		}
+		return nil, nil, false
+	})
+	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srcCl.Close()
+	dst, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "A.t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	dstCl, store := openTarget(ctx, t, dst, 1)
+	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: srcCl, SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
+		Progress: store, Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler), FetchMaxWait: 50 * time.Millisecond})
+	tp := progress.TP{Topic: "t", Partition: 0}
+	pl.Assign([]datapath.Partition{{TP: tp, Remote: "A.t"}})
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- pl.Run(rctx, 5*time.Second) }()
+	// waitFor waits until the last fetch in a session waited want ms
+	// and returns how many there were.
+	waitFor := func(want int32) int {
+		t.Helper()
+		for ctx.Err() == nil {
+			mu.Lock()
+			n := len(waits)
+			last := int32(-1)
+			if n > 0 {
+				last = waits[n-1]
+			}
+			mu.Unlock()
+			if last == want {
+				return n
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("no fetch waited %d ms: %v", want, waits)
+		return 0
+	}
+	waitFor(int32(idleFetchWait.Milliseconds()))
+	if err := srcCl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for pl.Positions()[tp] != 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the record was not copied")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitFor(50)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := slices.Index(waits, int32(idleFetchWait.Milliseconds())); n < idleFetches {
+		t.Errorf("fetch waits %v: the long wait came after %d empty fetches, want %d", waits, n, idleFetches)
+	}
+}
