@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,13 @@ import (
 func TestWorkersHandoverCheckpoint(t *testing.T) {
 	t.Run("passthrough", func(t *testing.T) { handoverCheckpoint(t) })
 	t.Run("record path", func(t *testing.T) { handoverCheckpoint(t, recordPath) })
+	// Exactly-once: the partitions move with their slots.
+	t.Run("exactly-once", func(t *testing.T) { handoverCheckpoint(t, exactlyOnce) })
 }
+
+// exactlyOnce makes handoverCheckpoint's flow exactly-once; as a
+// properties line it is a comment.
+const exactlyOnce = "# exactly-once"
 
 func handoverCheckpoint(t *testing.T, extra ...string) {
 	cs := testkafka.Shared(t, 2)
@@ -59,7 +66,7 @@ func handoverCheckpoint(t *testing.T, extra ...string) {
 	commit := map[int32]int64{0: 150, 1: 222}
 	commitOnA(t, a, group, topic, commit)
 
-	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append([]string{
+	lines := []string{
 		src + "->" + dst + ".topics = " + topic,
 		"kmirror.workers = group",
 		src + ".consumer.session.timeout.ms = 6000",
@@ -68,7 +75,11 @@ func handoverCheckpoint(t *testing.T, extra ...string) {
 		"offset.lag.max = 100000",
 		"groups = " + group,
 		"emit.checkpoints.interval.seconds = 1",
-		"refresh.groups.interval.seconds = 1"}, extra...)...))
+		"refresh.groups.interval.seconds = 1"}
+	if slices.Contains(extra, exactlyOnce) {
+		lines = append(lines, dst+".exactly.once.source.support = enabled")
+	}
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append(lines, extra...)...))
 	const assigned = "partition assigned to this worker"
 	w1 := startKmirror(t, cfg)
 	started := time.Now()
@@ -135,4 +146,5 @@ func handoverCheckpoint(t *testing.T, extra ...string) {
 	}
 	w2.stop()
 	w1.stop()
+	dataPathRan(t, extra, w1, w2)
 }

@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -41,16 +39,7 @@ func partitionHealth(t *testing.T, extra ...string) {
 	p := startKmirror(t, "--metrics-addr", metricsAddr, cfg)
 	remote := src + "." + topic
 
-	get := func(url string) (int, string) {
-		c := http.Client{Timeout: 5 * time.Second}
-		resp, err := c.Get(url)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
+	get := httpGet
 	type part struct {
 		Partition int32  `json:"partition"`
 		State     string `json:"state"`

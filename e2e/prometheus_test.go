@@ -158,8 +158,12 @@ func TestPrometheusAlertsOnStall(t *testing.T) {
 	metricsAddr, restAddr := freeAddr(t), freeAddr(t)
 	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, flow+".topics = "+topic,
 		"kmirror.rest.listener = "+restAddr, "kmirror.rest.token = pr0m"))
-	startKmirror(t, "--metrics-addr", metricsAddr, cfg)
 	remote := src + "." + topic
+	// A remote topic kmirror creates waits a moment for the target to
+	// host it, which KmirrorPartitionNotStarted (its "for" cut to 5 s
+	// here) would see; this one exists from the start.
+	b.CreateTopic(t, remote, 1, nil)
+	startKmirror(t, "--metrics-addr", metricsAddr, cfg)
 
 	// A producer writes 5 records a second until the test ends.
 	pctx, stop := context.WithCancel(context.Background())

@@ -15,11 +15,13 @@ import (
 
 // produceMixed writes n records per partition to topic through producers
 // of every codec: keys, headers (one with a null value), explicit
-// timestamps, tombstones and empty values.
+// timestamps, tombstones and empty values. The timestamps are an hour
+// old: older ones (beyond the brokers' 7-day retention) could be deleted
+// by a retention check before they are copied and compared.
 func produceMixed(t *testing.T, c *testkafka.Cluster, topic string, partitions int32, n int) {
 	t.Helper()
 	codecs := []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()}
-	base := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	for ci, codec := range codecs {
 		cl := c.Client(t, kgo.ProducerBatchCompression(codec), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 		var recs []*kgo.Record

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"regexp"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +15,18 @@ import (
 
 // TestWorkersExactlyOnceSlotRetry runs exactly-once in group mode into a
 // target whose ACLs deny kmirror's user the transactional IDs, so every
-// slot's InitProducerID fails: the partitions must show as stopped with
-// the reason in the status, in the metrics, and fail /ready, and the slots
-// must be retried. Once the ACL is granted, the worker takes the slots
-// without a rebalance and copies every record exactly once.
+// slot's InitProducerID fails: the partitions must show as fencing with
+// the reason in the status and in kmirror_partition_state, be counted in
+// the exactly-once metrics, and fail /ready, and the slots must be
+// retried. Once the ACL is granted, the worker takes the slots without a
+// rebalance, the partitions run and every record is copied exactly once.
+// It runs on passthrough (the default) and on the record path.
 func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
+	t.Run("passthrough", func(t *testing.T) { slotRetry(t) })
+	t.Run("record path", func(t *testing.T) { slotRetry(t, recordPath) })
+}
+
+func slotRetry(t *testing.T, extra ...string) {
 	a := testkafka.Shared(t, 1)[0]
 	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true})[0]
 	info := sec.Info()
@@ -50,7 +54,7 @@ func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 	src, dst := alias(t, "src"), "secure"
 	name := src + "->" + dst
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
-	cfg := writeFile(t, "mm2.properties", strings.Join([]string{
+	cfg := writeFile(t, "mm2.properties", strings.Join(append([]string{
 		"clusters = " + src + ", " + dst,
 		src + ".bootstrap.servers = " + strings.Join(a.Bootstrap, ","),
 		dst + ".bootstrap.servers = " + strings.Join(info.SecureBootstrap, ","),
@@ -70,46 +74,22 @@ func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 		src + ".consumer.session.timeout.ms = 6000",
 		src + ".consumer.heartbeat.interval.ms = 500",
 		"kmirror.rest.listener = " + addr, "kmirror.rest.auth = none",
-	}, "\n")+"\n")
+	}, extra...), "\n")+"\n")
 	w := startKmirror(t, "--metrics-addr", metricsAddr, cfg)
 	remote := src + "." + topic
 
-	get := func(url string) (int, string) {
-		c := http.Client{Timeout: 5 * time.Second}
-		resp, err := c.Get(url)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	type part struct {
-		Topic     string `json:"topic"`
-		Partition int32  `json:"partition"`
-		State     string `json:"state"`
-		Error     string `json:"error"`
-	}
 	// The flow also copies every heartbeats topic other tests left on the
 	// shared source (as MM2 does); the test's own are its topic's 4.
-	flowParts := func() []part {
-		_, out := get("http://" + addr + "/flows/" + name)
-		var st struct {
-			Partitions []part `json:"partitions"`
-		}
-		json.Unmarshal([]byte(out), &st)
-		return st.Partitions
-	}
-	parts := func() []part {
-		var ps []part
-		for _, p := range flowParts() {
+	parts := func() []statusPart {
+		var ps []statusPart
+		for _, p := range flowParts(addr, name) {
 			if p.Topic == topic {
 				ps = append(ps, p)
 			}
 		}
 		return ps
 	}
-	all := func(cond func(p part) bool) bool {
+	all := func(cond func(p statusPart) bool) bool {
 		ps := parts()
 		for _, p := range ps {
 			if !cond(p) {
@@ -119,40 +99,45 @@ func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 		return len(ps) == 4
 	}
 	metric := func(name string) float64 {
-		_, m := get("http://" + metricsAddr + "/metrics")
-		re := regexp.MustCompile(`(?m)^` + name + `\{source="` + src + `",target="` + dst + `"\} (\S+)$`)
-		if g := re.FindStringSubmatch(m); g != nil {
-			v, _ := strconv.ParseFloat(g[1], 64)
-			return v
-		}
-		return -1
+		return metricValue(metricsAddr, name, `source="`+src+`",target="`+dst+`"`)
 	}
-	ready := func() int { code, _ := get("http://" + addr + "/ready"); return code }
+	// kmirror_partition_state of the topic's partitions in state.
+	stateSeries := func(state string) []float64 {
+		var vs []float64
+		for p := range 4 {
+			vs = append(vs, metricValue(metricsAddr, "kmirror_partition_state",
+				fmt.Sprintf(`partition="%d",source="%s",state="%s",target="%s",topic="%s"`, p, src, state, dst, remote)))
+		}
+		return vs
+	}
+	allOne := func(vs []float64) bool { return !slices.ContainsFunc(vs, func(v float64) bool { return v != 1 }) }
+	ready := func() int { code, _ := httpGet("http://" + addr + "/ready"); return code }
 
 	// While InitProducerID is refused.
-	waitFor(t, 90*time.Second, "every partition stopped, naming the transactional ID authorization", func() bool {
-		return all(func(p part) bool {
-			return p.State == "stopped" && strings.Contains(p.Error, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") && strings.Contains(p.Error, "slot")
+	waitFor(t, 90*time.Second, "every partition fencing, naming the transactional ID authorization", func() bool {
+		return all(func(p statusPart) bool {
+			return p.State == "fencing" && strings.Contains(p.Error, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") && strings.Contains(p.Error, "slot")
 		})
 	})
 	t.Logf("status while refused: %+v", parts()[0])
+	waitFor(t, 30*time.Second, `kmirror_partition_state{state="fencing"} 1 for every partition`, func() bool { return allOne(stateSeries("fencing")) })
 	if code := ready(); code != http.StatusServiceUnavailable {
 		t.Errorf("/ready answered %d while no partition can be copied, want 503", code)
 	}
 	// Status and metric are read apart; other heartbeats topics may join.
 	var waiting int
 	var gauge float64
-	waitFor(t, 15*time.Second, "kmirror_exactly_once_partitions_waiting to count the partitions stopped", func() bool {
+	waitFor(t, 15*time.Second, "kmirror_exactly_once_partitions_waiting to count the partitions fencing", func() bool {
 		waiting = 0
-		for _, p := range flowParts() {
-			if p.State == "stopped" {
+		for _, p := range flowParts(addr, name) {
+			if p.State == "fencing" {
 				waiting++
 			}
 		}
 		gauge = metric("kmirror_exactly_once_partitions_waiting")
 		return gauge == float64(waiting) && waiting >= 4
 	})
-	t.Logf("kmirror_exactly_once_partitions_waiting %v: %d partitions stopped", gauge, waiting)
+	t.Logf("kmirror_exactly_once_partitions_waiting %v: %d partitions fencing", gauge, waiting)
 	// Two slots, each retried: more failures than slots.
 	waitFor(t, 30*time.Second, "the slots to be retried", func() bool { return metric("kmirror_exactly_once_slot_init_failures_total") > 2 })
 	if n := countOrZero(t, sec, remote); n != 0 {
@@ -167,8 +152,12 @@ func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 	want := a.ReadAll(t, topic)
 	waitFor(t, 90*time.Second, "every record copied after the ACL was granted", func() bool { return hasAllKeys(t, sec, remote, want) })
 	waitFor(t, 30*time.Second, "every partition running", func() bool {
-		return all(func(p part) bool { return p.State == "running" })
+		return all(func(p statusPart) bool { return p.State == "running" })
 	})
+	waitFor(t, 30*time.Second, `kmirror_partition_state{state="running"} 1 for every partition`, func() bool { return allOne(stateSeries("running")) })
+	if vs := stateSeries("fencing"); slices.Contains(vs, 1) {
+		t.Errorf(`kmirror_partition_state{state="fencing"} %v once the slots are taken, want 0`, vs)
+	}
 	if code := ready(); code != http.StatusOK {
 		t.Errorf("/ready answered %d with every partition copied, want 200", code)
 	}
@@ -183,5 +172,6 @@ func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 		t.Errorf("%d duplicates, %d records on the target for %d on the source; want 0 and the same count", dups, len(got), len(want))
 	}
 	sameRecords(t, want, got, "")
+	dataPathRan(t, extra, w)
 	t.Log(fmt.Sprintf("%d slot init failures before the ACL was granted; then %d records copied exactly once", int(failures), len(got)))
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,8 +18,29 @@ import (
 // one with SIGKILL, stops another with SIGSTOP past its session timeout
 // (the group gives its slots to the survivor, which fences it) and resumes
 // it, then scales back to one. A read_committed reader of the target must
-// see every source record exactly once, in source order per partition.
+// see every source record exactly once, in source order per partition. It
+// runs on passthrough (the default) and on the record path.
 func TestWorkersExactlyOnce(t *testing.T) {
+	t.Run("passthrough", func(t *testing.T) { workersExactlyOnce(t) })
+	t.Run("record path", func(t *testing.T) { workersExactlyOnce(t, recordPath) })
+}
+
+// dataPathRan fails t unless every worker ran the data path that extra
+// asks for: passthrough unless it holds recordPath.
+func dataPathRan(t *testing.T, extra []string, ws ...*proc) {
+	t.Helper()
+	want := "passthrough: source batches are forwarded"
+	if slices.Contains(extra, recordPath) {
+		want = "record path: records are decoded"
+	}
+	for i, w := range ws {
+		if !strings.Contains(w.log.String(), want) {
+			t.Errorf("worker %d did not log %q", i+1, want)
+		}
+	}
+}
+
+func workersExactlyOnce(t *testing.T, extra ...string) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "eosworkers")
@@ -27,13 +49,13 @@ func TestWorkersExactlyOnce(t *testing.T) {
 	stopProducing := produceSteadily(t, a, topic, 6)
 
 	src, dst := alias(t, "src"), alias(t, "dst")
-	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
-		src+"->"+dst+".topics = "+topic,
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append([]string{
+		src + "->" + dst + ".topics = " + topic,
 		"kmirror.workers = group",
-		src+"->"+dst+".kmirror.exactly.once.slots = 6",
-		dst+".exactly.once.source.support = enabled",
-		src+".consumer.session.timeout.ms = 6000",
-		src+".consumer.heartbeat.interval.ms = 500"))
+		src + "->" + dst + ".kmirror.exactly.once.slots = 6",
+		dst + ".exactly.once.source.support = enabled",
+		src + ".consumer.session.timeout.ms = 6000",
+		src + ".consumer.heartbeat.interval.ms = 500"}, extra...)...))
 	remote := src + "." + topic
 	const taken = "exactly-once: slot taken"
 	const fenced = "exactly-once: this worker was fenced"
@@ -117,4 +139,5 @@ func TestWorkersExactlyOnce(t *testing.T) {
 	// Record by record: each target partition holds its source partition's
 	// records, in order, key and value the same.
 	sameRecords(t, want, got, "")
+	dataPathRan(t, extra, w1, w2, w3)
 }

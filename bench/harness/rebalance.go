@@ -19,7 +19,7 @@ import (
 )
 
 // Replicators of kbench rebalance: kmirror in group mode (its default
-// path, passthrough; exactly-once runs the record path), MM2 as several
+// path, passthrough, exactly-once too: a transaction per slot), MM2 as several
 // dedicated-mode nodes.
 const (
 	KmirrorGroup    = "kmirror-group"
@@ -112,6 +112,9 @@ type RebalanceMeta struct {
 	Load1Start float64   `json:"load1_start"`
 	// Note says how the results were put together, if not by one run.
 	Note string `json:"note,omitempty"`
+	// EOSPath is the data path of kmirror's exactly-once runs; empty
+	// in runs from before it was passthrough (the record path).
+	EOSPath string `json:"kmirror_eos_path,omitempty"`
 }
 
 func (c RebalanceConfig) workload(seq int) Workload {
@@ -160,7 +163,8 @@ func RunRebalance(ctx context.Context, c RebalanceConfig) (*RebalanceResults, er
 	res := &RebalanceResults{Meta: RebalanceMeta{Started: time.Now(), CPU: m.CPU, Cores: m.Cores, Kafka: m.Kafka, KmirrorRev: m.KmirrorRev,
 		Topics: c.Topics, Partitions: c.Partitions, Rate: c.Rate, Workers: c.Workers, SessionMS: c.Session.Milliseconds(),
 		MM2DelayMS: c.MM2Delay.Milliseconds(), TasksMax: c.TasksMax, SettleSec: c.Settle.Seconds(), Load1Start: loadAvg(),
-		Properties: RebalanceProperties(KmirrorGroup, "s1", "t1", "SOURCE", "TARGET", 1, c)}}
+		Properties: RebalanceProperties(KmirrorGroup, "s1", "t1", "SOURCE", "TARGET", 1, c),
+		EOSPath:    "passthrough, a transaction per slot,"}}
 	save := func() error {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err != nil {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strconv"
@@ -121,7 +122,7 @@ func RebalanceSection(res *RebalanceResults) string {
 	fmt.Fprintf(&b, "`kbench rebalance` (one run, %s UTC, %s, %d cores, Kafka %s, kmirror %s): %d topics × %d partitions on a one-node source, "+
 		"a producer writing %d records/s of 100 B round robin over every partition, each keyed with (producer run, partition, sequence number). "+
 		"Each replicator starts with %d workers on fresh aliases; then a worker joins, the oldest is killed with SIGKILL, the next oldest is stopped with SIGTERM; "+
-		"%.0f s pass after every partition copies again before the next event. kmirror runs `kmirror.workers = group` (passthrough; exactly-once: the record path with %s), "+
+		"%.0f s pass after every partition copies again before the next event. kmirror runs `kmirror.workers = group` (passthrough; exactly-once: %s with %s), "+
 		"MM2 one dedicated-mode node per worker on the same file with `dedicated.mode.enable.internal.rest = true` (tasks.max = %d). "+
 		"Both use a group session timeout of %d ms (Connect's default; kmirror's is the consumer's 45 s); MM2 runs "+
 		"scheduled.rebalance.max.delay.ms = %d (its default of 300 000 would hold a dead node's tasks back for 5 minutes). "+
@@ -133,7 +134,7 @@ func RebalanceSection(res *RebalanceResults) string {
 		"*steady* is an event without any change, the floor of both measures. **Duplicates** are records whose (partition, sequence) had arrived before, counted from the event to the next. "+
 		"Load average (1 min) at the start: %.2f.\n\n",
 		m.Started.UTC().Format("2006-01-02 15:04"), m.CPU, m.Cores, m.Kafka, m.KmirrorRev, m.Topics, m.Partitions, m.Rate, m.Workers,
-		m.SettleSec, "the `kmirror-slots-N` balancer", m.TasksMax, m.SessionMS, m.MM2DelayMS, m.Load1Start)
+		m.SettleSec, cmp.Or(m.EOSPath, "the record path"), "the `kmirror-slots-N` balancer", m.TasksMax, m.SessionMS, m.MM2DelayMS, m.Load1Start)
 	if m.Note != "" {
 		b.WriteString(m.Note + "\n\n")
 	}

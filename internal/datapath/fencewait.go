@@ -99,7 +99,7 @@ func (g *Group) retryLoop(ctx context.Context) {
 			if len(ok) > 0 {
 				g.Log.Info("exactly-once: the previous owner of waiting partitions is fenced now; they are copied", "partitions", len(ok))
 				g.exportLocked()
-				g.startLocked(ctx, ok)
+				g.admitLocked(ctx, ok)
 			}
 		}
 		g.mu.Unlock()
@@ -107,19 +107,20 @@ func (g *Group) retryLoop(ctx context.Context) {
 }
 
 // Waiting returns the state of the partitions assigned to this worker that
-// wait for their previous owner to be fenced: stopped, with the reason.
+// are not started: fencing, with the reason, while their previous owner
+// could not be fenced; waiting while the target does not host them.
 func (g *Group) Waiting() []PartitionStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []PartitionStatus
 	for tp, w := range g.waiting {
-		done := int64(-1)
-		if saved, ok := g.Progress.Get(tp); ok {
-			done = saved
-		}
-		out = append(out, PartitionStatus{Topic: tp.Topic, Partition: tp.Partition, Remote: w.remote, Done: done, State: Stopped, SourceEnd: -1,
-			Error: "exactly-once: not copied: the slot's transactional producer could not be initialised to fence the previous owner (retried every " +
-				w.delay.String() + "): " + w.err.Error()})
+		out = append(out, HeldStatus(tp, w.remote, g.Progress, Fencing,
+			"exactly-once: not copied: the slot's transactional producer could not be initialised to fence the previous owner (retried every "+
+				w.delay.String()+"): "+w.err.Error()))
+	}
+	for tp := range g.unhosted {
+		_, why := g.Hosting(tp)
+		out = append(out, HeldStatus(tp, g.Remote(tp.Topic), g.Progress, Waiting, why))
 	}
 	SortStatus(out)
 	return out

@@ -50,7 +50,7 @@ func (e *fakeEngine) has(tp progress.TP) bool {
 }
 
 // TestGroupFenceRetry: a partition whose previous owner cannot be fenced
-// is not started, shows as stopped with the reason and in the metrics,
+// is not started, shows as fencing with the reason and in the metrics,
 // and starts once a retry succeeds; revoked while it waits, it is never
 // started and retries stop.
 func TestGroupFenceRetry(t *testing.T) {
@@ -75,7 +75,7 @@ func TestGroupFenceRetry(t *testing.T) {
 				t.Fatalf("started %v, want a:0 only", eng.assigned)
 			}
 			w := g.Waiting()
-			if len(w) != 1 || w[0].Partition != 1 || w[0].State != Stopped || !strings.Contains(w[0].Error, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") {
+			if len(w) != 1 || w[0].Partition != 1 || w[0].State != Fencing || !strings.Contains(w[0].Error, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") {
 				t.Fatalf("waiting %+v", w)
 			}
 			if n := NotReady(w); n != 1 {

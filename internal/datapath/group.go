@@ -38,10 +38,17 @@ type Group struct {
 	// Metrics and the aliases, if set, count failed fencing attempts.
 	Metrics                  *metrics.Metrics
 	SourceAlias, TargetAlias string
+	// Hosting, if set, reports whether tp waits for the target to host
+	// its remote partition (a new topic or partition), and why when
+	// something keeps it from being created: such a partition is not
+	// started until Release finds it hosted.
+	Hosting func(tp progress.TP) (wait bool, why string)
 
 	mu      sync.Mutex           // held by the callbacks and each retry of waiting
 	waiting map[progress.TP]wait // assigned, but their previous owners not fenced yet
 	retry   bool                 // the retry loop runs
+
+	unhosted map[progress.TP]bool // assigned, but not hosted by the target yet; under mu
 }
 
 // wait is a partition assigned to this worker whose previous owner could
@@ -83,6 +90,7 @@ type Fencer interface {
 // assigned partitions from their progress. With a Fencer, partitions whose
 // previous owner could not be fenced wait, shown in Waiting, and are
 // retried with backoff until it succeeds or the group takes them away.
+// Partitions the target does not host yet wait too (see Hosting).
 func (g *Group) Assigned(ctx context.Context, _ *kgo.Client, m map[string][]int32) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -94,7 +102,7 @@ func (g *Group) Assigned(ctx context.Context, _ *kgo.Client, m map[string][]int3
 		failed := f.Fence(ctx, tps)
 		tps = g.holdLocked(ctx, tps, failed, fenceRetryMin)
 	}
-	g.startLocked(ctx, tps)
+	g.admitLocked(ctx, tps)
 }
 
 // startLocked reads the progress other workers saved and has the engine
@@ -138,6 +146,7 @@ func (g *Group) Revoked(ctx context.Context, _ *kgo.Client, m map[string][]int32
 	tps := TPs(m)
 	for _, tp := range tps {
 		delete(g.waiting, tp)
+		delete(g.unhosted, tp)
 	}
 	g.exportLocked()
 	if len(tps) == 0 {

@@ -34,6 +34,10 @@ type HealthConfig struct {
 	// of StallAfter, at most 5 s.
 	Interval time.Duration
 	Metrics  *metrics.Metrics
+	// Held, if set, lists the flow's partitions that are not in the
+	// engine yet (waiting, fencing): watched and reported like the
+	// others, in the state they have.
+	Held func() []PartitionStatus
 }
 
 // Health watches the partitions of one engine: how far each is behind the
@@ -181,9 +185,13 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 func (h *Health) status() []PartitionStatus {
 	if a, ok := h.eng.(StatusAppender); ok {
 		h.st = a.AppendStatus(h.st[:0])
-		return h.st
+	} else {
+		h.st = append(h.st[:0], h.eng.Status()...)
 	}
-	return h.eng.Status()
+	if h.cfg.Held != nil {
+		h.st = append(h.st, h.cfg.Held()...)
+	}
+	return h.st
 }
 
 // track watches the partitions of st, in st's order (h.order), forgets
@@ -427,12 +435,13 @@ func (w *watch) lagOf(now time.Time) (int64, float64) {
 	return lag, 0
 }
 
-// stateOf names a partition's state: stopped and paused as the engine says;
-// stalled when behind with no progress for StallAfter, also while the
-// engine retries (restarting); then restarting, lagging or running.
+// stateOf names a partition's state: stopped, paused, waiting and fencing
+// as the engine or flow says; stalled when behind with no progress for
+// StallAfter, also while the engine retries (restarting); then
+// restarting, lagging or running.
 func (h *Health) stateOf(s PartitionStatus, w *watch, now time.Time) string {
 	switch {
-	case s.State == Stopped || s.State == Paused:
+	case engineOwn(s.State):
 		return s.State
 	case w.lag > 0 && now.Sub(w.movedAt) >= h.cfg.StallAfter:
 		return Stalled
@@ -454,7 +463,7 @@ func (h *Health) Annotate(st []PartitionStatus) []PartitionStatus {
 			continue
 		}
 		st[i].SourceEnd, st[i].Lag, st[i].LagSeconds = w.end, w.lag, w.lagSec
-		if st[i].State != Stopped && st[i].State != Paused {
+		if !engineOwn(st[i].State) && !engineOwn(w.state) { // else the check is older than the state
 			st[i].State = w.state
 		}
 	}
@@ -462,7 +471,7 @@ func (h *Health) Annotate(st []PartitionStatus) []PartitionStatus {
 }
 
 // States lists every partition state, for the state metric.
-var States = []string{Running, Lagging, Stalled, Paused, Restarting, Stopped}
+var States = []string{Running, Lagging, Stalled, Paused, Restarting, Stopped, Waiting, Fencing}
 
 // ReportHealth reports the lag and state of every checked partition
 // (metrics.HealthReporter).
@@ -504,12 +513,20 @@ func (h *Health) forgetLocked(check int64) {
 	}
 }
 
-// NotReady counts the partitions in st that are stopped or stalled.
+// NotReady counts the partitions in st that are stopped, stalled or
+// fencing, or waiting with an error (their remote topic cannot be made).
+// A partition waiting for the target to host it is not counted: that
+// takes seconds, and at most a few minutes before it is copied anyway.
 func NotReady(st []PartitionStatus) int {
 	n := 0
 	for _, s := range st {
-		if s.State == Stopped || s.State == Stalled {
+		switch s.State {
+		case Stopped, Stalled, Fencing:
 			n++
+		case Waiting:
+			if s.Error != "" {
+				n++
+			}
 		}
 	}
 	return n

@@ -69,6 +69,8 @@ func TestHealthStateOf(t *testing.T) {
 		{"behind, not moving", Running, 1, 0, time.Minute, Stalled},
 		{"paused stays paused", Paused, 100, 100, time.Hour, Paused},
 		{"stopped stays stopped", Stopped, 100, 100, time.Hour, Stopped},
+		{"waiting stays waiting", Waiting, 100, 100, time.Hour, Waiting},
+		{"fencing stays fencing", Fencing, 100, 100, time.Hour, Fencing},
 		{"restarting, not moving", Restarting, 1, 0, time.Hour, Stalled},
 		{"restarting, moving", Restarting, 1, 0, time.Second, Restarting},
 	} {

@@ -10,7 +10,8 @@ type PartitionStatus struct {
 	// Done is the last source offset known to be on the target; -1 none.
 	Done     int64 `json:"done"`
 	InFlight int   `json:"in_flight"`
-	// State is running, lagging, stalled, paused, restarting or stopped.
+	// State is running, lagging, stalled, paused, restarting, stopped,
+	// waiting or fencing.
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
 	// SourceEnd is the source's last stable offset at the last health
@@ -31,7 +32,25 @@ const (
 	// long, or behind with no progress.
 	Lagging = "lagging"
 	Stalled = "stalled"
+	// Waiting and Fencing are partitions of the flow not in its engine
+	// yet: the target does not host their remote partition yet (a new
+	// topic or partition; Error says what keeps it from being created),
+	// or, exactly-once in group mode, their slot's previous owner could
+	// not be fenced yet (Error says why).
+	Waiting = "waiting"
+	Fencing = "fencing"
 )
+
+// engineOwn reports whether state is one an engine or the flow names on
+// its own, which Health keeps: Health refines only running and
+// restarting.
+func engineOwn(state string) bool {
+	switch state {
+	case Stopped, Paused, Waiting, Fencing:
+		return true
+	}
+	return false
+}
 
 // StateOf names a partition's state; a stopped partition is stopped
 // whatever else holds, then a restarting one.

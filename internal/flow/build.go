@@ -46,6 +46,7 @@ type running struct {
 	health             *datapath.Health // watches rep's partitions
 	syncer             *topicsync.Syncer
 	assigned           map[progress.TP]bool // single mode: partitions handed to rep
+	hosts              hosting              // partitions waiting for the target to host them
 	synced             []topicsync.Topic    // the topics of the last refresh that went through
 }
 
@@ -88,7 +89,7 @@ func (r *running) build(ctx context.Context) error {
 	}
 	r.hooks = &groupHooks{remotes: make(map[string]string)}
 	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: startAtEnd, Log: f.log,
-		Metrics: f.m, SourceAlias: c.Source, TargetAlias: c.Target}
+		Metrics: f.m, SourceAlias: c.Source, TargetAlias: c.Target, Hosting: r.hosts.wait}
 	slotCount := 0 // exactly-once with several workers: one transactional ID per slot
 	if r.group != "" && eos {
 		slotCount = c.Slots
@@ -102,7 +103,7 @@ func (r *running) build(ctx context.Context) error {
 	if r.consumer, _, err = f.client("replication-consumer", clients.Consumer, c.SourceConsumer, copts...); err != nil {
 		return err
 	}
-	usePT, why := dataPathOf(c, eos, f.opts.AddOrigin)
+	usePT, why := dataPathOf(c, f.opts.AddOrigin)
 	if !usePT {
 		f.log.Info("record path: records are decoded and re-encoded", "because", why)
 	}
@@ -201,7 +202,7 @@ func (r *running) build(ctx context.Context) error {
 			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
 		}
 		if eos {
-			ptc.TransactionalID = TransactionalID(c)
+			ptc.TransactionalID, ptc.Slots = TransactionalID(c), slotCount
 		}
 		pl := passthrough.New(ptc)
 		r.rep = pl
@@ -230,7 +231,7 @@ func (r *running) build(ctx context.Context) error {
 	r.hooks.adapter.Engine = r.rep
 	r.health = datapath.NewHealth(datapath.HealthConfig{
 		SourceAlias: c.Source, TargetAlias: c.Target, Source: r.srcAdmCl,
-		StallAfter: c.StallTimeout, LagAfter: c.LagThreshold, Metrics: f.m,
+		StallAfter: c.StallTimeout, LagAfter: c.LagThreshold, Metrics: f.m, Held: r.held,
 	}, r.rep, f.log)
 	r.syncer = &topicsync.Syncer{
 		Source:                r.srcAdm,

@@ -58,12 +58,10 @@ func (f *Flow) codecProducers(single bool, popts []kgo.Opt) (map[uint8]*kgo.Clie
 
 // dataPath decides between passthrough and the record path, and says why
 // when a flow that may use passthrough cannot.
-func dataPathOf(c *config.Flow, eos, addOrigin bool) (passthrough bool, why string) {
+func dataPathOf(c *config.Flow, addOrigin bool) (passthrough bool, why string) {
 	switch {
 	case c.Passthrough == config.Off:
 		return false, config.PassthroughKey + " = false"
-	case eos && c.Workers == config.Group:
-		return false, "exactly-once in group mode"
 	case addOrigin:
 		return false, "the provenance header is written"
 	case c.TargetProducer["compression.type"] != "":
@@ -127,27 +125,27 @@ type Flow struct {
 	closers []func()
 
 	mu     sync.Mutex
-	rep    datapath.Engine  // set once Run has assigned partitions
-	health *datapath.Health // with rep
-	group  *datapath.Group  // with rep, in group mode
+	rep    datapath.Engine                   // set once Run has assigned partitions
+	health *datapath.Health                  // with rep
+	held   func() []datapath.PartitionStatus // with rep: partitions not in it yet
 }
 
 // Partitions returns the state of the flow's partitions; nil before the
 // flow has started replicating.
 func (f *Flow) Partitions() []datapath.PartitionStatus {
 	f.mu.Lock()
-	rep, h, g := f.rep, f.health, f.group
+	rep, h, held := f.rep, f.health, f.held
 	f.mu.Unlock()
 	if rep == nil {
 		return nil
 	}
-	st := h.Annotate(rep.Status())
-	if g != nil {
-		// Assigned, but not in the engine until their slot is taken.
-		st = append(st, g.Waiting()...)
+	st := rep.Status()
+	if w := held(); len(w) > 0 {
+		// Waiting for the target to host them, or for their slot.
+		st = append(st, w...)
 		datapath.SortStatus(st)
 	}
-	return st
+	return h.Annotate(st)
 }
 
 // Pause stops fetching from the source until Resume; it reports whether
@@ -222,10 +220,7 @@ func (f *Flow) Run(ctx context.Context) error {
 		return fmt.Errorf("flow %s: %w", r.c.Name(), err)
 	}
 	f.mu.Lock()
-	f.rep, f.health = r.rep, r.health
-	if r.group != "" {
-		f.group = r.hooks.adapter
-	}
+	f.rep, f.health, f.held = r.rep, r.health, r.held
 	f.mu.Unlock()
 	return r.run(ctx)
 }

@@ -24,21 +24,24 @@ func TestPositiveInt(t *testing.T) {
 
 func TestDataPathOf(t *testing.T) {
 	base := "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
+	eos := "B.exactly.once.source.support = enabled\n"
 	tests := []struct {
-		name        string
-		body        string
-		eos, origin bool
-		want        bool
-		why         string
+		name   string
+		body   string
+		origin bool
+		want   bool
+		why    string
 	}{
-		{"default", base, false, false, true, ""},
-		{"auto", base + config.PassthroughKey + " = auto\n", false, false, true, ""},
-		{"true", base + "A->B." + config.PassthroughKey + " = true\n", false, false, true, ""},
-		{"false", base + config.PassthroughKey + " = false\n", false, false, false, config.PassthroughKey + " = false"},
-		{"exactly-once", base, true, false, true, ""},
-		{"exactly-once record path", base + config.PassthroughKey + " = false\n", true, false, false, config.PassthroughKey + " = false"},
-		{"provenance header", base + config.PassthroughKey + " = true\n", false, true, false, "the provenance header is written"},
-		{"target codec", base + "B.producer.compression.type = zstd\n", false, false, false, "compression.type"},
+		{"default", base, false, true, ""},
+		{"auto", base + config.PassthroughKey + " = auto\n", false, true, ""},
+		{"true", base + "A->B." + config.PassthroughKey + " = true\n", false, true, ""},
+		{"false", base + config.PassthroughKey + " = false\n", false, false, config.PassthroughKey + " = false"},
+		{"exactly-once", base + eos, false, true, ""},
+		{"exactly-once record path", base + eos + config.PassthroughKey + " = false\n", false, false, config.PassthroughKey + " = false"},
+		{"exactly-once group", base + eos + "kmirror.workers = group\n", false, true, ""},
+		{"exactly-once group record path", base + eos + "kmirror.workers = group\n" + config.PassthroughKey + " = false\n", false, false, config.PassthroughKey + " = false"},
+		{"provenance header", base + config.PassthroughKey + " = true\n", true, false, "the provenance header is written"},
+		{"target codec", base + "B.producer.compression.type = zstd\n", false, false, "compression.type"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,7 +49,7 @@ func TestDataPathOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, why := dataPathOf(cfg.Flows[0], tt.eos, tt.origin)
+			got, why := dataPathOf(cfg.Flows[0], tt.origin)
 			if got != tt.want || !strings.Contains(why, tt.why) {
 				t.Errorf("passthrough %v (%q), want %v (%q)", got, why, tt.want, tt.why)
 			}
@@ -73,7 +76,7 @@ func TestFetchesOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pt, _ := dataPathOf(cfg.Flows[0], false, false)
+			pt, _ := dataPathOf(cfg.Flows[0], false)
 			if got := fetchesOf(cfg.Flows[0], pt); got != tt.want {
 				t.Errorf("fetchesOf = %d; want %d", got, tt.want)
 			}

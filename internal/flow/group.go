@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -89,10 +90,12 @@ func (h *groupHooks) options(group string, props map[string]string, slotCount in
 	return opts
 }
 
-// subscribe makes the group consumer follow the topics that are ready:
-// new ones are added, gone ones purged, and metadata is refreshed so that
-// added partitions reach the group.
-func (f *Flow) subscribe(consumer, producer *kgo.Client, h *groupHooks, ts []topicsync.Topic) {
+// subscribe makes the group consumer follow the topics of which the
+// target hosts a partition (the adapter keeps back those it does not
+// host yet): new ones are added, gone ones purged, and metadata is
+// refreshed so that added partitions reach the group. It returns the
+// topics subscribed.
+func (f *Flow) subscribe(consumer, producer *kgo.Client, h *groupHooks, ts []topicsync.Topic) map[string]bool {
 	h.mu.Lock()
 	if h.subscribed == nil {
 		h.subscribed = make(map[string]bool)
@@ -100,10 +103,10 @@ func (f *Flow) subscribe(consumer, producer *kgo.Client, h *groupHooks, ts []top
 	live := make(map[string]bool)
 	var add, gone []string
 	for _, t := range ts {
-		if !t.Ready {
+		live[t.Name] = true
+		if t.Hosted == 0 {
 			continue
 		}
-		live[t.Name] = true
 		h.remotes[t.Name] = t.Remote
 		if !h.subscribed[t.Name] {
 			h.subscribed[t.Name] = true
@@ -116,6 +119,7 @@ func (f *Flow) subscribe(consumer, producer *kgo.Client, h *groupHooks, ts []top
 			gone = append(gone, t)
 		}
 	}
+	subscribed := maps.Clone(h.subscribed)
 	h.mu.Unlock()
 	if len(gone) > 0 {
 		f.log.Info("source topics gone; no longer replicated", "topics", gone)
@@ -129,4 +133,5 @@ func (f *Flow) subscribe(consumer, producer *kgo.Client, h *groupHooks, ts []top
 		consumer.AddConsumeTopics(add...)
 	}
 	consumer.ForceMetadataRefresh()
+	return subscribed
 }

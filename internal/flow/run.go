@@ -15,8 +15,11 @@ import (
 )
 
 // refresh syncs the topics and hands new partitions to the data path (or,
-// in group mode, new topics to the group), taking gone ones back. Topics
-// the same as at the last refresh that went through leave nothing to do.
+// in group mode, new topics to the group), taking gone ones back. A
+// partition whose remote partition the target does not host yet is
+// copied from a later refresh on, once it does (topicsync.Topic.Hosted).
+// Topics the same as at the last refresh that went through leave nothing
+// to do.
 func (r *running) refresh(ctx context.Context) error {
 	ts, err := r.syncer.Sync(ctx)
 	if err != nil {
@@ -45,21 +48,39 @@ func (r *running) apply(ctx context.Context, ts []topicsync.Topic) error {
 		}
 	}
 	if r.group != "" {
-		r.f.subscribe(r.consumer, r.producer, r.hooks, ts)
+		// The group hands out the partitions of subscribed topics; those
+		// not hosted wait in the adapter (Group.Hosting). Topics with
+		// none hosted are not subscribed: they wait here.
+		subscribed := r.f.subscribe(r.consumer, r.producer, r.hooks, ts)
+		var waiting []waitingPart
+		for _, t := range ts {
+			if !subscribed[t.Name] {
+				waiting = appendWaiting(waiting, t)
+			}
+		}
+		r.hosts.set(ts, waiting)
+		r.hooks.adapter.Release(ctx)
 		return nil
 	}
 	var add []datapath.Partition
+	var waiting []waitingPart
 	live := make(map[progress.TP]bool)
 	for _, t := range ts {
 		for p := int32(0); p < t.Partitions; p++ {
 			tp := progress.TP{Topic: t.Name, Partition: p}
 			live[tp] = true
-			if t.Ready && !r.assigned[tp] {
+			switch {
+			case r.assigned[tp]:
+			case p < t.Hosted:
 				add = append(add, datapath.Partition{TP: tp, Remote: t.Remote})
 				r.assigned[tp] = true
+			default:
+				waiting = append(waiting, waitingPart{tp: tp, remote: t.Remote, why: t.Err})
 			}
 		}
 	}
+	was := r.hosts.count()
+	r.hosts.set(ts, waiting)
 	var gone []progress.TP
 	for tp := range r.assigned {
 		if !live[tp] {
@@ -76,9 +97,27 @@ func (r *running) apply(ctx context.Context, ts []topicsync.Topic) error {
 	if len(add) > 0 {
 		// Remote partitions may be new: let the producer see them.
 		r.producer.ForceMetadataRefresh()
+		if was > 0 {
+			r.f.log.Info("partitions the target hosts now are copied", "partitions", len(add), "still_waiting", len(waiting))
+		}
 	}
 	r.rep.Assign(add)
 	return nil
+}
+
+// appendWaiting adds the partitions of t, which wait for the target to
+// host them.
+func appendWaiting(ws []waitingPart, t topicsync.Topic) []waitingPart {
+	for p := range t.Partitions {
+		ws = append(ws, waitingPart{tp: progress.TP{Topic: t.Name, Partition: p}, remote: t.Remote, why: t.Err})
+	}
+	return ws
+}
+
+// held returns the status of the flow's partitions not in the data path:
+// waiting for the target to host them, or for their exactly-once slot.
+func (r *running) held() []datapath.PartitionStatus {
+	return append(r.hooks.adapter.Waiting(), r.hosts.held(r.store)...)
 }
 
 // run starts the side tasks (heartbeats, checkpoints, progress saves, topic
@@ -156,7 +195,7 @@ func (r *running) run(ctx context.Context) error {
 		}
 		go periodic(loops, job.d, leadCheck, lead, run)
 	}
-	f.log.Info("flow started", "source", c.Source, "target", c.Target, "partitions", len(r.assigned))
+	f.log.Info("flow started", "source", c.Source, "target", c.Target, "partitions", len(r.assigned), "waiting_for_target", r.hosts.count())
 	err = r.rep.Run(loops, f.opts.Drain)
 	stop()
 	<-done
@@ -211,21 +250,22 @@ func (r *running) commitLoop(ctx context.Context) {
 	}
 }
 
-// hostedPoll is how often topics are refreshed while new remote topics
-// wait for the target to host them (topicsync.Syncer.Pending).
+// hostedPoll is how often topics are refreshed while new remote
+// partitions wait for the target to host them (topicsync.Syncer.Pending,
+// datapath.Group.Unhosted).
 const hostedPoll = time.Second
 
 // refreshLoop refreshes the topics every refresh.topics.interval.seconds,
-// and every hostedPoll while new remote topics wait for the target to host
-// them, so that their partitions are copied as soon as it does (even with
-// the refresh off).
+// and every hostedPoll while new remote partitions wait for the target to
+// host them, so that they are copied as soon as it does (even with the
+// refresh off).
 func (r *running) refreshLoop(ctx context.Context) {
 	c := r.c
 	on := c.RefreshTopicsEnabled && c.RefreshTopicsInterval > 0
 	for {
 		d := c.RefreshTopicsInterval
 		switch {
-		case r.syncer.Pending():
+		case r.syncer.Pending() || r.hooks.adapter.Unhosted():
 			d = hostedPoll
 		case !on:
 			return
@@ -325,7 +365,7 @@ func (f *Flow) leadCheckpoints(ctx context.Context, leads func() bool, stopFlow 
 // progress and was not copied is gone, and that is reported.
 func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
 	f, store := r.f, r.store
-	if t.ID == "" || !t.Ready {
+	if t.ID == "" || t.Hosted == 0 {
 		return nil
 	}
 	old, ok := store.TopicID(t.Name)

@@ -23,7 +23,7 @@ func newHealth(reg *prometheus.Registry) Health {
 			lagSeconds: prometheus.NewDesc("kmirror_partition_lag_seconds",
 				"At least how long the oldest source record not yet copied has been in the source (0 when nothing is behind).", partLabels, nil),
 			state: prometheus.NewDesc("kmirror_partition_state",
-				"1 for the partition's current state (running, lagging, stalled, paused, restarting, stopped), 0 for the others.",
+				"1 for the partition's current state (running, lagging, stalled, paused, restarting, stopped, waiting, fencing), 0 for the others.",
 				append(append([]string{}, partLabels...), "state"), nil),
 			reporters: make(map[HealthReporter]bool),
 		},

@@ -40,7 +40,7 @@ kmirror_partition_lag_records{partition="0",source="A",target="B",topic="A.t"} 5
 # HELP kmirror_partition_lag_seconds At least how long the oldest source record not yet copied has been in the source (0 when nothing is behind).
 # TYPE kmirror_partition_lag_seconds gauge
 kmirror_partition_lag_seconds{partition="0",source="A",target="B",topic="A.t"} 1.5
-# HELP kmirror_partition_state 1 for the partition's current state (running, lagging, stalled, paused, restarting, stopped), 0 for the others.
+# HELP kmirror_partition_state 1 for the partition's current state (running, lagging, stalled, paused, restarting, stopped, waiting, fencing), 0 for the others.
 # TYPE kmirror_partition_state gauge
 kmirror_partition_state{partition="0",source="A",state="running",target="B",topic="A.t"} 0
 kmirror_partition_state{partition="0",source="A",state="stalled",target="B",topic="A.t"} 1

@@ -45,7 +45,7 @@ func BenchmarkIdlePass(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		pl.maintain(ctx)
+		pl.maintain(ctx, ctx)
 		pl.startFetches(ctx)
 		pl.startProduces(ctx)
 	}
@@ -148,7 +148,7 @@ func TestQuiet(t *testing.T) {
 		{"out of range", func(pl *Pipeline, _ *laneState, p *partition) { pl.oor[p] = struct{}{} }, false},
 		{"metadata wanted", func(pl *Pipeline, _ *laneState, _ *partition) { pl.needMeta = true }, false},
 		{"no producer ID", func(pl *Pipeline, _ *laneState, _ *partition) { pl.pid = -1 }, false},
-		{"exactly-once", func(pl *Pipeline, _ *laneState, _ *partition) { pl.txn = &txnState{} }, false},
+		{"exactly-once", func(pl *Pipeline, _ *laneState, _ *partition) { pl.cfg.TransactionalID = "t" }, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			pl, ls := idlePipeline()

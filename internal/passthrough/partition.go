@@ -63,6 +63,10 @@ type partition struct {
 	// badBatches counts the fetches in a row that held an unreadable batch.
 	badBatches int
 
+	// txn is the transaction its batches go in (exactly-once), nil
+	// otherwise; it never changes.
+	txn *txnState
+
 	lane int // index of the source client that fetches it
 	// member is the lane that counts p among the partitions it carries,
 	// wantIn the one p may fetch on now (session.go); nil for none.
@@ -90,6 +94,17 @@ type outBatch struct {
 	tried     bool  // sent at least once
 	state     uint8 // stUnsent, stSending or stAcked
 	dstBase   int64 // target offset of the first record once acked; -1 unknown
+}
+
+// resetSeqLocked starts p's sequences at 0 for a new producer ID or epoch:
+// the batches not acknowledged get theirs when sent again.
+func (p *partition) resetSeqLocked() {
+	p.seq, p.renumber = 0, false
+	for _, b := range p.queue {
+		if b.state != stAcked {
+			b.seqSet = false
+		}
+	}
 }
 
 // States of an outBatch.
@@ -121,10 +136,16 @@ func (pl *Pipeline) Assign(ps []datapath.Partition) { pl.assign(ps, false) }
 // log start whatever StartAtEnd says.
 func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 	m := pl.cfg.Metrics
+	var stale []progress.TP
 	pl.mu.Lock()
 	for _, a := range ps {
-		if _, ok := pl.parts[a.TP]; ok {
-			continue
+		if old, ok := pl.parts[a.TP]; ok {
+			if old.txn == nil || old.txn.live() || !pl.slotted() {
+				continue
+			}
+			// Stopped with its fenced slot and handed out again.
+			pl.deleteLocked(old)
+			stale = append(stale, a.TP)
 		}
 		l := prometheus.Labels{"source": pl.cfg.SourceAlias, "target": pl.cfg.TargetAlias, "topic": a.Remote, "partition": strconv.Itoa(int(a.TP.Partition))}
 		p := &partition{
@@ -145,6 +166,10 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 		case pl.cfg.StartAtEnd:
 			from = "log end"
 		}
+		if pl.eos() {
+			p.txn = pl.txnForLocked(a.TP)
+			p.txn.members[p] = struct{}{}
+		}
 		pl.parts[a.TP] = p
 		pl.sorted = nil
 		pl.touchLocked(p)
@@ -156,6 +181,7 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 		pl.cfg.Log.Info("replicating partition (passthrough)", "topic", a.TP.Topic, "partition", a.TP.Partition, "remote", a.Remote, "from", from)
 	}
 	pl.mu.Unlock()
+	pl.Forget(stale)
 	pl.wake()
 }
 
@@ -234,14 +260,22 @@ func (v revoker) Delete(tps []progress.TP) {
 	defer pl.mu.Unlock()
 	for _, tp := range tps {
 		if p := pl.parts[tp]; p != nil {
-			pl.dropQueueLocked(p, false)
-			delete(pl.parts, tp)
-			pl.sorted = nil
-			delete(pl.sendable, p)
-			delete(pl.moved, p)
-			pl.touchLocked(p)
+			pl.deleteLocked(p)
 		}
 	}
+}
+
+// deleteLocked forgets p.
+func (pl *Pipeline) deleteLocked(p *partition) {
+	if p.txn != nil {
+		delete(p.txn.members, p)
+	}
+	pl.dropQueueLocked(p, false)
+	delete(pl.parts, p.tp)
+	pl.sorted = nil
+	delete(pl.sendable, p)
+	delete(pl.moved, p)
+	pl.touchLocked(p)
 }
 
 // dropQueueLocked forgets p's queued batches, except, if keepSent, those
@@ -282,7 +316,7 @@ func (pl *Pipeline) Positions() map[progress.TP]int64 {
 // syncs that were held back.
 func (pl *Pipeline) Commit(ctx context.Context) error {
 	if pl.eos() {
-		return pl.txnCommit(ctx)
+		return pl.txnCommit(ctx, nil)
 	}
 	pos := pl.changedPositions()
 	if err := pl.Save(ctx, pos); err != nil {
@@ -387,7 +421,7 @@ func (pl *Pipeline) stopLocked(p *partition, err error) {
 	if pl.eos() {
 		for _, b := range p.queue {
 			if b.tried || b.state != stUnsent {
-				pl.failTxnLocked(fmt.Errorf("partition %s stopped with batches on the target beyond its progress: %w", p.tp, err))
+				failTxnLocked(p.txn, fmt.Errorf("partition %s stopped with batches on the target beyond its progress: %w", p.tp, err))
 			}
 		}
 	}

@@ -118,9 +118,13 @@ type Config struct {
 	FetchMaxWait                     time.Duration
 
 	// TransactionalID, when set, makes the producer transactional with
-	// this ID: exactly-once (txn.go). Group mode gives one per unit of
-	// assignment.
+	// this ID: exactly-once (txn.go).
 	TransactionalID string
+	// Slots, in exactly-once mode with several workers, spreads the
+	// partitions over this many slots (internal/slots), each a
+	// transaction of its own with the transactional ID
+	// slots.TransactionalID(TransactionalID, slot), taken by Fence.
+	Slots int
 }
 
 // Pipeline runs the passthrough path of one flow.
@@ -137,7 +141,7 @@ type Pipeline struct {
 	mu        sync.Mutex
 	parts     map[progress.TP]*partition
 	sorted    []*partition // parts by topic and partition, for Status; nil after parts changed
-	pid       int64        // -1 until InitProducerID answered
+	pid       int64        // idempotent producer (not exactly-once): -1 until InitProducerID answered
 	epoch     int16
 	needPID   bool
 	needMeta  bool
@@ -152,7 +156,7 @@ type Pipeline struct {
 	// unresolved (no position) and oor (out of range) for maintain;
 	// moved, those whose progress may differ from what Commit last saved.
 	dirty, waiting, sendable, unresolved, oor, moved map[*partition]struct{}
-	producing                                        map[int32]int // target brokers: produce requests in flight
+	producing                                        map[lineKey]int // produce requests in flight
 	produceIn                                        int
 	// issued is, per target broker, closed once the last produce request
 	// issued to it is queued in franz-go: the next waits for it, so
@@ -160,10 +164,10 @@ type Pipeline struct {
 	issued   map[int32]chan struct{}
 	buffered int64 // bytes of queued batches
 	stats    stats
-	// txn is the transaction state in exactly-once mode, nil otherwise;
-	// commitMu keeps commits and aborts one at a time.
-	txn      *txnState
-	commitMu sync.Mutex
+	// txns are the transactions in exactly-once mode, by slot (0
+	// without slots); fatal is what stopped the Pipeline for good.
+	txns  map[int]*txnState
+	fatal error
 	// legacySeen holds the partitions already logged as having message
 	// format v0/v1 (legacy.go).
 	legacySeen sync.Map
@@ -222,10 +226,10 @@ func New(cfg Config) *Pipeline {
 		unresolved: make(map[*partition]struct{}),
 		oor:        make(map[*partition]struct{}),
 		moved:      make(map[*partition]struct{}),
-		producing:  make(map[int32]int),
+		producing:  make(map[lineKey]int),
 	}
-	if cfg.TransactionalID != "" {
-		pl.txn = &txnState{id: cfg.TransactionalID, added: make(map[progress.TP]bool), offSeq: make(map[int32]int32), coordinator: -1}
+	if pl.eos() {
+		pl.txns = make(map[int]*txnState)
 	}
 	return pl
 }
@@ -248,7 +252,7 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 	pass := time.NewTimer(busyPass)
 	defer pass.Stop()
 	for ctx.Err() == nil && pl.Fatal() == nil {
-		pl.maintain(ctx)
+		pl.maintain(ctx, pctx)
 		pl.startFetches(ctx)
 		pl.startProduces(pctx)
 		if pl.quiet(time.Now()) {
@@ -273,7 +277,7 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 	defer cancel()
 	var drainErr error
 	for !pl.idle() && pl.Fatal() == nil {
-		pl.maintain(dctx)
+		pl.maintain(dctx, pctx)
 		pl.startProduces(pctx)
 		select {
 		case <-dctx.Done():
@@ -336,10 +340,11 @@ func (pl *Pipeline) idle() bool {
 }
 
 // maintain does what the request loops need first: a producer ID,
-// metadata, start offsets, recovery from out-of-range fetches.
-func (pl *Pipeline) maintain(ctx context.Context) {
+// metadata, start offsets, recovery from out-of-range fetches. Starting
+// and aborting transactions run in the background, until bg ends.
+func (pl *Pipeline) maintain(ctx, bg context.Context) {
 	pl.mu.Lock()
-	needPID := (pl.pid < 0 || pl.needPID) && pl.produceIn == 0
+	needPID := !pl.eos() && (pl.pid < 0 || pl.needPID) && pl.produceIn == 0
 	needMeta := pl.needMeta || time.Since(pl.lastMeta) > 30*time.Second
 	var resolve, oor []*partition
 	for p := range pl.unresolved {
@@ -356,14 +361,13 @@ func (pl *Pipeline) maintain(ctx context.Context) {
 			oor = append(oor, p)
 		}
 	}
-	abort := pl.eos() && pl.txn.failed != nil && pl.produceIn == 0 && !pl.txn.committing
+	restart, catchUp := pl.restartsLocked()
+	pl.wg.Add(len(restart))
 	pl.mu.Unlock()
-	switch {
-	case abort:
-		pl.abortTxn(ctx)
-	case needPID && pl.eos():
-		pl.startTxnProducer(ctx, true)
-	case needPID:
+	for i, t := range restart {
+		go pl.restartTxn(bg, t, catchUp[i])
+	}
+	if needPID {
 		pl.initProducerID(ctx)
 	}
 	if needMeta {
@@ -399,6 +403,16 @@ func (pl *Pipeline) initProducerID(ctx context.Context) {
 	defer pl.mu.Unlock()
 	pl.newProducerLocked(resp.ProducerID, resp.ProducerEpoch)
 	pl.cfg.Log.Debug("passthrough producer ID", "id", resp.ProducerID, "epoch", resp.ProducerEpoch)
+}
+
+// newProducerLocked starts the idempotent producer ID pid at epoch: every
+// sequence starts at 0.
+func (pl *Pipeline) newProducerLocked(pid int64, epoch int16) {
+	pl.pid, pl.epoch, pl.needPID = pid, epoch, false
+	pl.stats.pids++
+	for _, p := range pl.parts {
+		p.resetSeqLocked()
+	}
 }
 
 // refreshMetadata learns leaders, leader epochs and topic IDs on both

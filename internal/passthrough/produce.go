@@ -31,22 +31,20 @@ type sending struct {
 // flight, up to partInflight per partition, in produce requests of at most
 // one batch per partition each (Kafka's rule), up to brokerInflight
 // requests per target broker. A partition's batches go in successive
-// requests, which reach the broker in the order they are built.
+// requests, which reach the broker in the order they are built. In
+// exactly-once mode a request holds the batches of one transaction.
 func (pl *Pipeline) startProduces(ctx context.Context) {
 	pl.mu.Lock()
-	if pl.pid < 0 || pl.needPID || (pl.eos() && (pl.txn.failed != nil || pl.txn.fatal != nil)) {
+	if !pl.eos() && (pl.pid < 0 || pl.needPID) {
 		pl.mu.Unlock()
 		return
 	}
-	// While a commit waits for the transaction's batches, only those
-	// already sent once go again.
-	retriesOnly := pl.eos() && pl.txn.committing
 	now := time.Now()
 	type building struct {
 		ss   []*sending
 		size int
 	}
-	byBroker := map[int32][]*building{}
+	byKey := map[lineKey][]*building{}
 	for p := range pl.sendable {
 		if pl.parts[p.tp] != p || (len(p.queue) == 0 && (p.stopAfter == nil || p.stopped)) {
 			delete(pl.sendable, p)
@@ -58,14 +56,21 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 		if p.stopped || p.revoked || p.blocked || p.inflight >= partInflight || len(p.queue) == 0 || p.tgtLeader < 0 || now.Before(p.retryAt) {
 			continue
 		}
-		if pl.eos() && !pl.txn.added[progress.TP{Topic: p.remote, Partition: p.tp.Partition}] {
-			continue
+		pid, epoch, retriesOnly := pl.pid, pl.epoch, false
+		if t := p.txn; t != nil {
+			if t.pid < 0 || t.failed != nil || !t.live() || !t.added[progress.TP{Topic: p.remote, Partition: p.tp.Partition}] {
+				continue
+			}
+			// While a commit waits for the transaction's batches,
+			// only those already sent once go again.
+			pid, epoch, retriesOnly = t.pid, t.epoch, t.committing
 		}
 		br := p.tgtLeader
-		reqs := byBroker[br]
+		k := lineKey{br, p.txn}
+		reqs := byKey[k]
 		at := 0 // the request this partition's next batch may join
 		limit := partInflight
-		if p.ackPID != pl.pid || now.Sub(p.ackAt) > producerStateTTL {
+		if p.ackPID != pid || now.Sub(p.ackAt) > producerStateTTL {
 			limit = 1
 		}
 		for _, b := range p.queue {
@@ -82,7 +87,7 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 				at++
 			}
 			if at == len(reqs) {
-				if pl.producing[br]+len(reqs) >= brokerInflight {
+				if pl.producing[k]+len(reqs) >= brokerInflight {
 					break
 				}
 				reqs = append(reqs, &building{})
@@ -93,25 +98,37 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 			}
 			b.state, b.tried = stSending, true
 			p.inflight++
+			if p.txn != nil {
+				p.txn.inflight++
+			}
 			pl.stats.maxInflight = max(pl.stats.maxInflight, p.inflight)
 			reqs[at].size += len(b.raw)
-			reqs[at].ss = append(reqs[at].ss, &sending{p: p, b: b, pid: pl.pid, epoch: pl.epoch, seq: b.seq, tgtID: p.tgtID})
+			reqs[at].ss = append(reqs[at].ss, &sending{p: p, b: b, pid: pid, epoch: epoch, seq: b.seq, tgtID: p.tgtID})
 			at++
 		}
-		byBroker[br] = reqs
+		byKey[k] = reqs
 	}
-	for br, reqs := range byBroker {
+	for k, reqs := range byKey {
 		for _, r := range reqs {
-			prev := pl.issued[br]
+			prev := pl.issued[k.broker]
 			next := make(chan struct{})
-			pl.issued[br] = next
-			pl.producing[br]++
+			pl.issued[k.broker] = next
+			pl.producing[k]++
 			pl.produceIn++
 			pl.wg.Add(1)
-			go pl.produce(ctx, br, r.ss, prev, next)
+			go pl.produce(ctx, k.broker, k.txn, r.ss, prev, next)
 		}
 	}
 	pl.mu.Unlock()
+}
+
+// lineKey names the produce requests to one target broker in one
+// transaction (nil: none): up to brokerInflight of them are in flight. A
+// request carries the batches of one transaction, so with slots a
+// broker's share of a round trip is spread over as many requests.
+type lineKey struct {
+	broker int32
+	txn    *txnState
 }
 
 // addSeq advances a sequence number by n; sequences wrap to 0 after the
@@ -147,11 +164,11 @@ func (r *produceRequest) AppendTo(dst []byte) []byte {
 	return r.ProduceRequest.AppendTo(dst)
 }
 
-// produce sends one request of batches to a target broker and handles the
-// answer of each partition. It issues the request once the one issued
-// before it to the broker is queued (prev is closed), and closes next once
-// its own is.
-func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending, prev <-chan struct{}, next chan struct{}) {
+// produce sends one request of batches to a target broker, in transaction
+// t (nil: none), and handles the answer of each partition. It issues the
+// request once the one issued before it to the broker is queued (prev is
+// closed), and closes next once its own is.
+func (pl *Pipeline) produce(ctx context.Context, broker int32, t *txnState, ss []*sending, prev <-chan struct{}, next chan struct{}) {
 	defer pl.wg.Done()
 	var once sync.Once
 	queued := func() { once.Do(func() { close(next) }) }
@@ -164,15 +181,15 @@ func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending, pr
 	req.Acks = -1
 	req.TimeoutMillis = 30000
 	maxV := req.MaxVersion()
-	if pl.eos() {
-		req.TransactionID = &pl.txn.id
+	if t != nil {
+		req.TransactionID = &t.id
 		maxV = maxProduceTV1
 	}
 	size := 64
 	byTopic := map[string]int{}
 	for _, s := range ss {
 		// Only this request touches the batch while it is in flight.
-		if err := stamp(s.b.raw, s.pid, s.epoch, s.seq, pl.eos()); err != nil {
+		if err := stamp(s.b.raw, s.pid, s.epoch, s.seq, t != nil); err != nil {
 			panic(err) // the batch was parsed before it was queued
 		}
 		i, ok := byTopic[s.p.remote]
@@ -229,7 +246,7 @@ func (pl *Pipeline) produce(ctx context.Context, broker int32, ss []*sending, pr
 		pl.produced(s, rp, rerr)
 	}
 	pl.mu.Lock()
-	pl.producing[broker]--
+	pl.producing[lineKey{broker, t}]--
 	pl.produceIn--
 	pl.mu.Unlock()
 	pl.wake()
@@ -264,7 +281,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		// The partition was stopped meanwhile.
 	case err == nil || errors.Is(err, kerr.DuplicateSequenceNumber):
 		b.state, b.dstBase = stAcked, -1
-		if s.pid == pl.pid {
+		if s.pid == pl.pid || (p.txn != nil && s.pid == p.txn.pid) {
 			p.ackPID, p.ackAt = s.pid, time.Now()
 		}
 		if err == nil && rp.BaseOffset >= 0 {
@@ -285,14 +302,14 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 				p.syncq = append(p.syncq, syncAck{b: h, base: h.dstBase})
 			}
 		}
-	case pl.eos() && datapath.IsAny(err, pidErrs) && (idx == 0 || !datapath.IsAny(err, headOnlyPIDErrs)):
+	case p.txn != nil && datapath.IsAny(err, pidErrs) && (idx == 0 || !datapath.IsAny(err, headOnlyPIDErrs)):
 		// The target lost or refused this producer's state: the
-		// transaction is aborted and every partition goes back to its
+		// transaction is aborted and its partitions go back to their
 		// committed progress.
 		b.state = stUnsent
 		p.blocked = true
 		p.lastErr = err
-		pl.failTxnLocked(fmt.Errorf("partition %s: %w", p.tp, err))
+		failTxnLocked(p.txn, fmt.Errorf("partition %s: %w", p.tp, err))
 	case idx == 0 && datapath.Classify(err) == datapath.TooLarge:
 		b.state = stUnsent
 		if b.count == 1 {
@@ -381,6 +398,9 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 
 	pl.mu.Lock()
 	p.inflight--
+	if p.txn != nil {
+		p.txn.inflight--
+	}
 	if p.inflight == 0 && p.blocked {
 		p.blocked = false
 		if p.renumber {

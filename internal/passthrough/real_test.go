@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/datapath"
@@ -31,7 +30,9 @@ import (
 //	  go test -run RealThroughput -v ./internal/passthrough/
 //
 // KMIRROR_PT_MB (default 256) and KMIRROR_PT_PARTS (default 8) size it;
-// KMIRROR_PT_PROF=FILE writes a CPU profile of the copy.
+// KMIRROR_PT_PROF=FILE writes a CPU profile of the copy. KMIRROR_PT_EOS=0
+// copies exactly-once in one transaction, KMIRROR_PT_EOS=N over N slots,
+// committing every second as a flow does.
 func TestRealThroughput(t *testing.T) {
 	if os.Getenv("KMIRROR_PT_REAL") != "1" || os.Getenv(testkafka.EnvClusters) == "" {
 		t.Skip("needs KMIRROR_PT_REAL=1 and KMIRROR_TEST_CLUSTERS")
@@ -88,11 +89,17 @@ func TestRealThroughput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: a.Client(t), SourceAdmin: a.Admin(t),
-		Target: b.Client(t), TargetAdmin: adm, Progress: store, Metrics: metrics.New(), Log: log})
+	cfg := Config{SourceAlias: "A", TargetAlias: "B", Source: a.Client(t), SourceAdmin: a.Admin(t),
+		Target: b.Client(t), TargetAdmin: adm, Progress: store, Metrics: metrics.New(), Log: log}
+	if v, err := strconv.Atoi(os.Getenv("KMIRROR_PT_EOS")); err == nil && v >= 0 {
+		cfg.TransactionalID, cfg.Slots = "kmirror-"+topic, v
+	}
+	pl := New(cfg)
 	var ps []datapath.Partition
+	var tps []progress.TP
 	for p := range int32(parts) {
 		ps = append(ps, datapath.Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: remote})
+		tps = append(tps, ps[p].TP)
 	}
 	if f := os.Getenv("KMIRROR_PT_PROF"); f != "" {
 		out, err := os.Create(f)
@@ -108,15 +115,29 @@ func TestRealThroughput(t *testing.T) {
 	var before, after syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
 	t0 := time.Now()
+	if failed := pl.Fence(ctx, tps); len(failed) > 0 {
+		t.Fatal(failed)
+	}
 	pl.Assign(ps)
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- pl.Run(rctx, 30*time.Second) }()
+	if cfg.TransactionalID != "" {
+		go func() { // as a flow commits
+			for rctx.Err() == nil {
+				if pl.AckedSinceCommit() > 0 {
+					if err := pl.Commit(rctx); err != nil && rctx.Err() == nil {
+						t.Errorf("commit: %v", err)
+					}
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
 	for {
-		ends, err := adm.ListEndOffsets(ctx, remote)
 		var sum int64
-		if err == nil {
-			ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+		for _, off := range pl.Positions() {
+			sum += off + 1
 		}
 		if sum >= int64(n) {
 			break

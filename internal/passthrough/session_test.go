@@ -157,7 +157,9 @@ func TestFetchSessionOnBroker(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	sizes.take() // the last changes to the session
-	time.Sleep(1500 * time.Millisecond)
+	// An idle lane's fetch waits up to idleFetchWait on the broker, so
+	// the window holds at least one of them.
+	time.Sleep(2*idleFetchWait + 500*time.Millisecond)
 	idle := sizes.take()
 	if len(idle) == 0 {
 		t.Fatal("no fetch while idle")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -25,16 +26,25 @@ import (
 // instance with the same transactional ID aborts what a crash left open,
 // and the new instance resumes from the committed progress.
 //
+// With Config.Slots (several workers), the partitions are spread over
+// slots (internal/slots), each with its own transactional ID, producer ID,
+// epoch, sequences and transaction: a worker given a slot takes it with
+// InitProducerID (Fence), which fences the slot's previous owner, before
+// the slot's progress is read; a fenced slot stops only its partitions.
+// Without slots there is one transaction, and being fenced stops the
+// Pipeline.
+//
 // The transaction requests go to the transaction coordinator as kmsg
 // requests capped at the versions of transaction protocol version 1
 // (explicit AddPartitionsToTxn, no epoch bump at EndTxn), which every
 // Kafka broker since 0.11 serves.
 //
 // A failed transaction (a batch the target lost, an unknown commit
-// outcome) is aborted by InitProducerID with the current producer ID and
-// epoch (KIP-360), which bumps the epoch; every partition then goes back
-// to its committed progress. If the coordinator answers that another
-// producer took the transactional ID, the Pipeline stops for good.
+// outcome) is aborted with EndTxn, then InitProducerID with the current
+// producer ID and epoch (KIP-360) bumps the epoch, which starts the
+// sequences again; the transaction's partitions go back to their
+// committed progress. A producer another one fenced learns it from that
+// EndTxn, which leaves the new owner's transaction alone.
 
 // Highest request versions of transaction protocol version 1.
 const (
@@ -46,6 +56,11 @@ const (
 	commitWait      = 30 * time.Second // for the transaction's batches before a commit gives up
 	txnCommitAge    = time.Second      // a transaction this old asks the flow for a commit
 	txnRequestTries = 50
+	// commitGrace is how long a commit that is writing its progress or
+	// ending its transaction goes on after its caller gave up.
+	commitGrace = 10 * time.Second
+	// slotInits bounds the slots Fence takes at once.
+	slotInits = 16
 )
 
 // capped caps the version franz-go negotiates for a request.
@@ -64,34 +79,50 @@ var errFenced = errors.New("another kmirror with the same transactional ID fence
 // cannot heal either.
 var fencedErrs = []error{kerr.ProducerFenced, kerr.InvalidProducerEpoch, kerr.TransactionalIDAuthorizationFailed, kerr.InvalidTransactionTimeout}
 
-// txnState is the transaction of a transactional Pipeline; pl.mu guards it.
+// txnState is one transactional producer and its transaction: the
+// Pipeline's only one, or one slot's; pl.mu guards it.
 type txnState struct {
-	id      string
-	open    bool // a partition was added since the last commit
+	slot  int
+	id    string
+	pid   int64 // -1 until InitProducerID answered
+	epoch int16
+	open  bool // a partition was added since the last commit
+	// started is when the open transaction began.
 	started time.Time
 	// added holds the target partitions added to the open transaction.
 	added map[progress.TP]bool
-	// committing holds new sends back while Commit waits for the
+	// committing holds new sends back while a commit waits for the
 	// transaction's batches.
 	committing bool
 	// failed, when set, is why the open transaction must be aborted;
 	// unsure, that its commit may have happened.
 	failed error
 	unsure bool
-	// fatal stops the Pipeline for good.
-	fatal error
+	// fenced: another producer took the transactional ID; nothing more
+	// is written with it.
+	fenced error
+	// busy: a goroutine initialises or aborts it (restartTxn);
+	// adding: one adds partitions to it (addPartitions).
+	busy, adding bool
+	// released: its slot was handed back.
+	released bool
+	members  map[*partition]struct{} // assigned partitions whose txn it is
+	inflight int                     // batches of its partitions in produce requests
 	// offSeq is the next sequence of each offsets-topic partition.
 	offSeq map[int32]int32
 	// coordinator is the transaction coordinator's node ID; -1 unknown.
 	coordinator int32
+	commitMu    sync.Mutex // commits and aborts one at a time
 }
 
-func (pl *Pipeline) eos() bool { return pl.txn != nil }
+func (t *txnState) live() bool { return t.fenced == nil && !t.released }
 
-// coordinatorRequest sends req to the transaction coordinator, finding it
+func (pl *Pipeline) eos() bool { return pl.cfg.TransactionalID != "" }
+
+// coordinatorRequest sends req to t's transaction coordinator, finding it
 // again when it moved, and retries CONCURRENT_TRANSACTIONS (a commit or
 // abort still finishing). errOf extracts the response's error code.
-func (pl *Pipeline) coordinatorRequest(ctx context.Context, req kmsg.Request, maxV int16, errOf func(kmsg.Response) error) (kmsg.Response, error) {
+func (pl *Pipeline) coordinatorRequest(ctx context.Context, t *txnState, req kmsg.Request, maxV int16, errOf func(kmsg.Response) error) (kmsg.Response, error) {
 	var last error
 	for try := 0; try < txnRequestTries; try++ {
 		if try > 0 {
@@ -102,23 +133,26 @@ func (pl *Pipeline) coordinatorRequest(ctx context.Context, req kmsg.Request, ma
 			}
 		}
 		pl.mu.Lock()
-		coord := pl.txn.coordinator
+		coord := t.coordinator
 		pl.mu.Unlock()
 		if coord < 0 {
 			fc := kmsg.NewPtrFindCoordinatorRequest()
 			fc.CoordinatorType = 1
-			fc.CoordinatorKeys = []string{pl.txn.id}
-			fc.CoordinatorKey = pl.txn.id
+			fc.CoordinatorKeys = []string{t.id}
+			fc.CoordinatorKey = t.id
 			resp, err := fc.RequestWith(ctx, pl.cfg.Target)
 			if err == nil {
 				coord, err = coordinatorOf(resp)
 			}
 			if err != nil {
 				last = fmt.Errorf("finding the transaction coordinator: %w", err)
+				if isKafkaErr(err) && !kerr.IsRetriable(err) {
+					return nil, last // e.g. TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+				}
 				continue
 			}
 			pl.mu.Lock()
-			pl.txn.coordinator = coord
+			t.coordinator = coord
 			pl.mu.Unlock()
 		}
 		resp, err := pl.cfg.Target.Broker(int(coord)).Request(ctx, capped{req, maxV})
@@ -130,7 +164,7 @@ func (pl *Pipeline) coordinatorRequest(ctx context.Context, req kmsg.Request, ma
 			return resp, nil
 		case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable), !isKafkaErr(err):
 			pl.mu.Lock()
-			pl.txn.coordinator = -1
+			t.coordinator = -1
 			pl.mu.Unlock()
 		case errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.ConcurrentTransactions):
 		default:
@@ -157,48 +191,73 @@ func coordinatorOf(r *kmsg.FindCoordinatorResponse) (int32, error) {
 	return r.NodeID, kerr.ErrorForCode(r.ErrorCode)
 }
 
-// initTransactional gets the producer ID and epoch of the transactional ID.
-// With a producer ID already held, it asks for the next epoch of it: that
-// aborts the open transaction, and fails if another producer fenced this
-// one.
-func (pl *Pipeline) initTransactional(ctx context.Context) (*kmsg.InitProducerIDResponse, error) {
+// initTransactional gets the producer ID and epoch of t's transactional
+// ID. With a producer ID already held, it asks for the next epoch of it:
+// that aborts the open transaction, and fails if another producer fenced
+// this one.
+func (pl *Pipeline) initTransactional(ctx context.Context, t *txnState) (*kmsg.InitProducerIDResponse, error) {
 	req := kmsg.NewPtrInitProducerIDRequest()
-	req.TransactionalID = &pl.txn.id
+	req.TransactionalID = &t.id
 	req.TransactionTimeoutMillis = int32(txnTimeout.Milliseconds())
 	pl.mu.Lock()
-	if pl.pid >= 0 {
-		req.ProducerID, req.ProducerEpoch = pl.pid, pl.epoch
+	if t.pid >= 0 {
+		req.ProducerID, req.ProducerEpoch = t.pid, t.epoch
 	}
 	pl.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, 2*txnTimeout)
 	defer cancel()
-	resp, err := pl.coordinatorRequest(rctx, req, maxInitPIDTV1, func(r kmsg.Response) error {
+	resp, err := pl.coordinatorRequest(rctx, t, req, maxInitPIDTV1, func(r kmsg.Response) error {
 		return kerr.ErrorForCode(r.(*kmsg.InitProducerIDResponse).ErrorCode)
 	})
 	if err != nil {
-		if datapath.IsAny(err, fencedErrs) {
-			pl.setFatal(fmt.Errorf("transactional ID %s: %w: %w", pl.txn.id, errFenced, err))
-		}
 		return nil, err
 	}
 	return resp.(*kmsg.InitProducerIDResponse), nil
 }
 
-// setFatal stops the Pipeline for good.
-func (pl *Pipeline) setFatal(err error) {
+// fence gives t up after err, which says another producer took its
+// transactional ID: with slots, the slot's partitions stop (until the
+// group hands them out again); without, the Pipeline stops for good.
+func (pl *Pipeline) fence(t *txnState, err error) {
+	err = fmt.Errorf("transactional ID %s: %w: %w", t.id, errFenced, err)
 	pl.mu.Lock()
-	if pl.txn.fatal == nil {
-		pl.txn.fatal = err
-		if errors.Is(err, errFenced) {
-			if m := pl.cfg.Metrics; m != nil {
-				m.Fenced.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias).Inc()
+	if t.fenced != nil {
+		pl.mu.Unlock()
+		return
+	}
+	t.fenced = err
+	stopped := 0
+	if pl.slotted() {
+		for p := range t.members {
+			if !p.revoked && !p.stopped {
+				p.stopped, p.lastErr = true, err
+				p.gen++
+				pl.dropQueueLocked(p, false)
+				stopped++
 			}
-			pl.cfg.Log.Error("exactly-once: this worker was fenced (another kmirror owns the transactional ID now); it writes nothing more", "transactional_id", pl.txn.id)
 		}
-		pl.cfg.Log.Error("exactly-once: stopping", "err", err)
+	} else if pl.fatal == nil {
+		pl.fatal = err
 	}
 	pl.mu.Unlock()
+	if m := pl.cfg.Metrics; m != nil {
+		m.Fenced.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias).Inc()
+	}
+	if pl.slotted() {
+		pl.cfg.Log.Error("exactly-once: this worker was fenced (another worker owns the transactional ID now); it writes nothing more for these partitions",
+			"slot", t.slot, "transactional_id", t.id, "partitions", stopped, "err", err)
+	} else {
+		pl.cfg.Log.Error("exactly-once: this worker was fenced (another kmirror owns the transactional ID now); it writes nothing more", "transactional_id", t.id)
+		pl.cfg.Log.Error("exactly-once: stopping", "err", err)
+	}
 	pl.wake()
+}
+
+// fenceIf is fence if err says t was fenced.
+func (pl *Pipeline) fenceIf(t *txnState, err error) {
+	if err != nil && datapath.IsAny(err, fencedErrs) {
+		pl.fence(t, err)
+	}
 }
 
 // Fatal returns what stopped a transactional Pipeline for good, if anything.
@@ -208,53 +267,100 @@ func (pl *Pipeline) Fatal() error {
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return pl.txn.fatal
+	return pl.fatal
 }
 
-// failTxnLocked marks the open transaction for abort.
-func (pl *Pipeline) failTxnLocked(err error) {
-	if pl.txn.failed == nil {
-		pl.txn.failed = err
+// failTxnLocked marks t's open transaction for abort.
+func failTxnLocked(t *txnState, err error) {
+	if t.failed == nil {
+		t.failed = err
 	}
 }
 
-// addPartitions adds to the open transaction the target partitions that
-// have batches to send and are not in it yet.
-func (pl *Pipeline) addPartitions(ctx context.Context) {
-	pl.mu.Lock()
-	if pl.pid < 0 || pl.needPID || pl.txn.committing || pl.txn.failed != nil || pl.txn.fatal != nil {
-		pl.mu.Unlock()
-		return
-	}
-	var tps []progress.TP
-	for p := range pl.sendable {
-		dst := progress.TP{Topic: p.remote, Partition: p.tp.Partition}
-		if p.stopped || p.revoked || len(p.queue) == 0 || pl.txn.added[dst] || p.queue[0].state != stUnsent {
+// restartsLocked returns the transactions maintain must (re)start: those
+// that failed, once nothing of theirs is in flight, and those without a
+// producer ID; each is marked busy, with catchUp telling whether its
+// progress is read again first.
+func (pl *Pipeline) restartsLocked() (ts []*txnState, catchUp []bool) {
+	for _, t := range pl.txns {
+		if t.busy || t.adding || !t.live() {
 			continue
 		}
-		tps = append(tps, dst)
+		switch {
+		case t.failed != nil && t.inflight == 0 && !t.committing:
+			ts, catchUp = append(ts, t), append(catchUp, t.unsure)
+		case t.failed == nil && t.pid < 0:
+			// The first start reads the progress again: an
+			// instance this one fenced may have committed since.
+			ts, catchUp = append(ts, t), append(catchUp, true)
+		default:
+			continue
+		}
+		t.busy = true
 	}
-	pid, epoch := pl.pid, pl.epoch
+	return ts, catchUp
+}
+
+// addPartitions adds to their open transactions the target partitions
+// that have batches to send and are not in them yet: one request per
+// transaction, in the background, so that a transaction whose last
+// commit is still finishing (CONCURRENT_TRANSACTIONS, retried) holds up
+// no other.
+func (pl *Pipeline) addPartitions(ctx context.Context) {
+	type adding struct {
+		pid   int64
+		epoch int16
+		tps   []progress.TP
+	}
+	pl.mu.Lock()
+	byTxn := make(map[*txnState]*adding)
+	for p := range pl.sendable {
+		t := p.txn
+		if t.pid < 0 || t.busy || t.adding || t.committing || t.failed != nil || !t.live() {
+			continue
+		}
+		dst := progress.TP{Topic: p.remote, Partition: p.tp.Partition}
+		if p.stopped || p.revoked || len(p.queue) == 0 || t.added[dst] || p.queue[0].state != stUnsent {
+			continue
+		}
+		a := byTxn[t]
+		if a == nil {
+			a = &adding{pid: t.pid, epoch: t.epoch}
+			byTxn[t] = a
+		}
+		a.tps = append(a.tps, dst)
+	}
+	for t := range byTxn {
+		t.adding = true
+	}
+	pl.wg.Add(len(byTxn))
 	pl.mu.Unlock()
-	if len(tps) == 0 {
-		return
-	}
-	if err := pl.addToTxn(ctx, pid, epoch, tps); err != nil && ctx.Err() == nil {
-		pl.cfg.Log.Warn("exactly-once: adding partitions to the transaction failed; retrying", "err", err)
+	for t, a := range byTxn {
+		go func() {
+			defer pl.wg.Done()
+			err := pl.addToTxn(ctx, t, a.pid, a.epoch, a.tps)
+			pl.mu.Lock()
+			t.adding = false
+			pl.mu.Unlock()
+			pl.wake()
+			if err != nil && ctx.Err() == nil {
+				pl.cfg.Log.Warn("exactly-once: adding partitions to the transaction failed; retrying", "transactional_id", t.id, "err", err)
+			}
+		}()
 	}
 }
 
 // addToTxn sends AddPartitionsToTxn for tps and records those added.
-func (pl *Pipeline) addToTxn(ctx context.Context, pid int64, epoch int16, tps []progress.TP) error {
+func (pl *Pipeline) addToTxn(ctx context.Context, t *txnState, pid int64, epoch int16, tps []progress.TP) error {
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
-	req.TransactionalID, req.ProducerID, req.ProducerEpoch = pl.txn.id, pid, epoch
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch = t.id, pid, epoch
 	byTopic := map[string]int{}
 	for _, tp := range tps {
 		i, ok := byTopic[tp.Topic]
 		if !ok {
-			t := kmsg.NewAddPartitionsToTxnRequestTopic()
-			t.Topic = tp.Topic
-			req.Topics = append(req.Topics, t)
+			rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+			rt.Topic = tp.Topic
+			req.Topics = append(req.Topics, rt)
 			i = len(req.Topics) - 1
 			byTopic[tp.Topic] = i
 		}
@@ -263,18 +369,18 @@ func (pl *Pipeline) addToTxn(ctx context.Context, pid int64, epoch int16, tps []
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var added []progress.TP
-	_, err := pl.coordinatorRequest(rctx, req, maxAddPartsTV1, func(r kmsg.Response) error {
+	_, err := pl.coordinatorRequest(rctx, t, req, maxAddPartsTV1, func(r kmsg.Response) error {
 		added = added[:0]
 		var errs []error
-		for _, t := range r.(*kmsg.AddPartitionsToTxnResponse).Topics {
-			for _, p := range t.Partitions {
+		for _, rt := range r.(*kmsg.AddPartitionsToTxnResponse).Topics {
+			for _, p := range rt.Partitions {
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 					if !errors.Is(err, kerr.OperationNotAttempted) {
 						errs = append(errs, err)
 					}
 					continue
 				}
-				added = append(added, progress.TP{Topic: t.Topic, Partition: p.Partition})
+				added = append(added, progress.TP{Topic: rt.Topic, Partition: p.Partition})
 			}
 		}
 		if len(errs) > 0 {
@@ -283,43 +389,42 @@ func (pl *Pipeline) addToTxn(ctx context.Context, pid int64, epoch int16, tps []
 		return nil
 	})
 	pl.mu.Lock()
-	if pl.pid == pid && pl.epoch == epoch {
+	if t.pid == pid && t.epoch == epoch {
 		for _, tp := range added {
-			pl.txn.added[tp] = true
+			t.added[tp] = true
 		}
-		if len(added) > 0 && !pl.txn.open {
-			pl.txn.open, pl.txn.started = true, time.Now()
+		if len(added) > 0 && !t.open {
+			t.open, t.started = true, time.Now()
 		}
 	}
 	pl.mu.Unlock()
-	if err != nil && datapath.IsAny(err, fencedErrs) {
-		pl.setFatal(fmt.Errorf("transactional ID %s: %w: %w", pl.txn.id, errFenced, err))
-	}
+	pl.fenceIf(t, err)
 	pl.wake()
 	return err
 }
 
-// txnAckedSinceCommit asks the flow for a commit once the open
+// txnAckedSinceCommit asks the flow for a commit once an open
 // transaction is txnCommitAge old: commits by record count would end
-// transactions far more often than their cost allows, and the
-// transaction must end before the coordinator's timeout.
+// transactions far more often than their cost allows, and a transaction
+// must end before the coordinator's timeout.
 func (pl *Pipeline) txnAckedSinceCommit() int64 {
 	pl.mu.Lock()
-	old := pl.txn.open && time.Since(pl.txn.started) >= txnCommitAge
-	pl.mu.Unlock()
-	if old {
-		return 1 << 40
+	defer pl.mu.Unlock()
+	for _, t := range pl.txns {
+		if t.live() && t.open && time.Since(t.started) >= txnCommitAge {
+			return 1 << 40
+		}
 	}
 	return 0
 }
 
-// txnSettledLocked reports whether every batch sent in the open
+// txnSettledLocked reports whether every batch sent in t's open
 // transaction has its answer and nothing waits to be sent again.
-func (pl *Pipeline) txnSettledLocked() bool {
-	if pl.produceIn > 0 {
+func (pl *Pipeline) txnSettledLocked(t *txnState) bool {
+	if t.inflight > 0 {
 		return false
 	}
-	for p := range pl.sendable {
+	for p := range t.members {
 		if p.stopped || p.revoked {
 			continue
 		}
@@ -332,21 +437,69 @@ func (pl *Pipeline) txnSettledLocked() bool {
 	return true
 }
 
-// txnCommit ends the open transaction: it waits for its batches, writes
-// the progress that covers them in it and commits it.
-func (pl *Pipeline) txnCommit(ctx context.Context) error {
-	pl.commitMu.Lock()
-	defer pl.commitMu.Unlock()
+// txnCommit ends the open transactions that only reports true of (all
+// with nil), at once, each with the progress of its partitions.
+func (pl *Pipeline) txnCommit(ctx context.Context, only func(*txnState) bool) error {
 	pl.mu.Lock()
-	if err := pl.txn.fatal; err != nil {
+	if err := pl.fatal; err != nil {
 		pl.mu.Unlock()
 		return err
 	}
-	pl.txn.committing = true
+	var ts []*txnState
+	for _, t := range pl.txns {
+		if t.live() && (only == nil || only(t)) {
+			ts = append(ts, t)
+		}
+	}
+	pl.mu.Unlock()
+	pl.CommitStarted()
+	if len(ts) == 1 {
+		return pl.commitTxn(ctx, ts[0])
+	}
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = pl.commitTxn(ctx, t)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// commitTxn ends t's open transaction: it waits for its batches, writes
+// the progress that covers them in it and commits it. Once it writes the
+// progress it goes on for up to commitGrace after ctx ends: cut short
+// there, the transaction would have to be aborted.
+func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
+	t.commitMu.Lock()
+	defer t.commitMu.Unlock()
+	pl.mu.Lock()
+	if !t.live() {
+		pl.mu.Unlock()
+		return pl.Fatal() // a fenced slot was reported when it was fenced
+	}
+	if t.pid < 0 {
+		pl.mu.Unlock()
+		return nil // not started: nothing was sent in it
+	}
+	if !t.open && t.inflight == 0 {
+		// Nothing sent since the last commit: an idle slot ends here,
+		// without holding sends back and waking the request loop.
+		pos := pl.txnPositionsLocked(t)
+		pl.mu.Unlock()
+		if len(pl.progressRecords(pos)) == 0 {
+			return pl.flushSyncs(ctx, pos)
+		}
+		pl.mu.Lock()
+	}
+	t.committing = true
 	pl.mu.Unlock()
 	defer func() {
 		pl.mu.Lock()
-		pl.txn.committing = false
+		t.committing = false
 		pl.mu.Unlock()
 		pl.wake()
 	}()
@@ -355,7 +508,7 @@ func (pl *Pipeline) txnCommit(ctx context.Context) error {
 	err := datapath.WaitIdle(wctx, func() bool {
 		pl.mu.Lock()
 		defer pl.mu.Unlock()
-		return pl.txnSettledLocked() || pl.txn.failed != nil || pl.txn.fatal != nil
+		return pl.txnSettledLocked(t) || t.failed != nil || t.fenced != nil
 	})
 	cancel()
 	if err != nil && ctx.Err() != nil {
@@ -365,78 +518,125 @@ func (pl *Pipeline) txnCommit(ctx context.Context) error {
 	}
 	pl.mu.Lock()
 	if err != nil {
-		pl.failTxnLocked(fmt.Errorf("waiting for the transaction's batches: %w", err))
+		failTxnLocked(t, fmt.Errorf("waiting for the transaction's batches: %w", err))
 	}
 	// A batch on the target beyond a partition's progress (acknowledged
 	// after one that was not, or of a partition stopped or revoked
 	// meanwhile) cannot be committed without being copied again.
-	for p := range pl.sendable {
+	for p := range t.members {
 		for _, b := range p.queue {
 			if b.tried || b.state != stUnsent {
-				pl.failTxnLocked(fmt.Errorf("partition %s has batches on the target beyond its progress", p.tp))
+				failTxnLocked(t, fmt.Errorf("partition %s has batches on the target beyond its progress", p.tp))
 			}
 		}
 	}
-	if err := errors.Join(pl.txn.fatal, pl.txn.failed); err != nil {
+	if t.fenced != nil {
 		pl.mu.Unlock()
-		return fmt.Errorf("exactly-once: the transaction is aborted: %w", err)
+		return pl.Fatal()
 	}
-	pid, epoch, open := pl.pid, pl.epoch, pl.txn.open
+	if t.failed != nil {
+		pl.mu.Unlock()
+		return fmt.Errorf("exactly-once: the transaction is aborted: %w", t.failed)
+	}
+	pid, epoch, open := t.pid, t.epoch, t.open
+	pos := pl.txnPositionsLocked(t)
 	pl.mu.Unlock()
+	recs := pl.progressRecords(pos)
+	if len(recs) == 0 && !open {
+		return pl.flushSyncs(ctx, pos)
+	}
+	fctx, fcancel := finishing(ctx, commitGrace)
+	defer fcancel()
+	if err := pl.writeProgress(fctx, t, pid, epoch, recs); err != nil {
+		return pl.commitFailed(t, fmt.Errorf("exactly-once: writing progress in the transaction: %w", err), false)
+	}
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.id, pid, epoch, true
+	rctx, rcancel := context.WithTimeout(fctx, txnTimeout)
+	_, err = pl.coordinatorRequest(rctx, t, req, maxEndTxnTV1, endTxnErr)
+	rcancel()
+	if err != nil {
+		// The outcome is unknown: the abort (a new epoch) settles it,
+		// and the progress is read again.
+		return pl.commitFailed(t, fmt.Errorf("exactly-once: committing the transaction: %w", err), true)
+	}
+	pl.mu.Lock()
+	t.open = false
+	clear(t.added)
+	pl.mu.Unlock()
+	pl.cfg.Progress.Saved(pos)
+	return pl.flushSyncs(fctx, pos)
+}
 
-	pos := pl.Positions()
+// txnPositionsLocked returns the positions of t's partitions.
+func (pl *Pipeline) txnPositionsLocked(t *txnState) map[progress.TP]int64 {
+	pos := make(map[progress.TP]int64, len(t.members))
+	for p := range t.members {
+		if off, ok := p.Position(); ok {
+			pos[p.tp] = off
+		}
+	}
+	return pos
+}
+
+// progressRecords returns the progress records of the positions that
+// differ from the saved ones.
+func (pl *Pipeline) progressRecords(pos map[progress.TP]int64) []*kgo.Record {
 	var recs []*kgo.Record
 	for tp, off := range pos {
 		if old, ok := pl.cfg.Progress.Get(tp); !ok || old != off {
 			recs = append(recs, pl.cfg.Progress.Record(tp, off))
 		}
 	}
-	pl.CommitStarted()
-	if len(recs) == 0 && !open {
-		return pl.flushSyncs(ctx)
-	}
-	if err := pl.writeProgress(ctx, pid, epoch, recs); err != nil {
-		pl.mu.Lock()
-		pl.failTxnLocked(err)
-		pl.mu.Unlock()
-		return fmt.Errorf("exactly-once: writing progress in the transaction: %w", err)
-	}
-	req := kmsg.NewPtrEndTxnRequest()
-	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = pl.txn.id, pid, epoch, true
-	rctx, rcancel := context.WithTimeout(ctx, txnTimeout)
-	_, err = pl.coordinatorRequest(rctx, req, maxEndTxnTV1, func(r kmsg.Response) error {
-		return kerr.ErrorForCode(r.(*kmsg.EndTxnResponse).ErrorCode)
-	})
-	rcancel()
-	pl.mu.Lock()
-	if err != nil {
-		// The outcome is unknown: the abort (a new epoch) settles it,
-		// and the progress is read again.
-		pl.failTxnLocked(err)
-		pl.txn.unsure = true
-		pl.mu.Unlock()
-		if datapath.IsAny(err, fencedErrs) {
-			pl.setFatal(fmt.Errorf("transactional ID %s: %w: %w", pl.txn.id, errFenced, err))
-		}
-		return fmt.Errorf("exactly-once: committing the transaction: %w", err)
-	}
-	pl.txn.open = false
-	clear(pl.txn.added)
-	pl.mu.Unlock()
-	pl.cfg.Progress.Saved(pos)
-	return pl.flushSyncs(ctx)
+	return recs
 }
 
-func (pl *Pipeline) flushSyncs(ctx context.Context) error {
-	if pl.cfg.Syncs != nil {
+// commitFailed marks t's transaction for abort after err, a failed step
+// of its commit (unsure: the commit may have happened), and returns err;
+// if err says t was fenced, it stops t's partitions, which reports it.
+func (pl *Pipeline) commitFailed(t *txnState, err error, unsure bool) error {
+	pl.mu.Lock()
+	failTxnLocked(t, err)
+	t.unsure = t.unsure || unsure
+	pl.mu.Unlock()
+	if datapath.IsAny(err, fencedErrs) {
+		pl.fence(t, err)
+		return pl.Fatal()
+	}
+	return err
+}
+
+// finishing returns a context for work that must not be cut short when
+// ctx is cancelled: it ends at ctx's deadline, or grace after ctx ends.
+func finishing(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	base, stopDeadline := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok {
+		base, stopDeadline = context.WithDeadline(base, dl)
+	}
+	f, cancel := context.WithCancel(base)
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancel) })
+	return f, func() { stop(); cancel(); stopDeadline() }
+}
+
+// flushSyncs publishes the offset syncs held back for the partitions of
+// pos, those of a committed transaction: with slots, another slot's may
+// still be aborted.
+func (pl *Pipeline) flushSyncs(ctx context.Context, pos map[progress.TP]int64) error {
+	if pl.cfg.Syncs == nil {
+		return nil
+	}
+	if !pl.slotted() {
 		return pl.cfg.Syncs.Flush(ctx)
 	}
-	return nil
+	return pl.cfg.Syncs.FlushOnly(ctx, func(topic string, partition int32) bool {
+		_, ok := pos[progress.TP{Topic: topic, Partition: partition}]
+		return ok
+	})
 }
 
 // writeProgress writes recs, progress records of the offsets topic, as
-// transactional batches of the open transaction, one per partition.
-func (pl *Pipeline) writeProgress(ctx context.Context, pid int64, epoch int16, recs []*kgo.Record) error {
+// transactional batches of t's open transaction, one per partition.
+func (pl *Pipeline) writeProgress(ctx context.Context, t *txnState, pid int64, epoch int16, recs []*kgo.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -452,10 +652,10 @@ func (pl *Pipeline) writeProgress(ctx context.Context, pid int64, epoch int16, r
 		byPart[r.Partition] = append(byPart[r.Partition], r)
 	}
 	pl.mu.Lock()
-	tps = slices.DeleteFunc(tps, func(tp progress.TP) bool { return pl.txn.added[tp] })
+	tps = slices.DeleteFunc(tps, func(tp progress.TP) bool { return t.added[tp] })
 	pl.mu.Unlock()
 	if len(tps) > 0 {
-		if err := pl.addToTxn(ctx, pid, epoch, tps); err != nil {
+		if err := pl.addToTxn(ctx, t, pid, epoch, tps); err != nil {
 			return err
 		}
 	}
@@ -464,13 +664,13 @@ func (pl *Pipeline) writeProgress(ctx context.Context, pid int64, epoch int16, r
 		if err != nil {
 			return err
 		}
-		t, ok := meta.Topics[topic]
-		if !ok || t.Err != nil {
-			return fmt.Errorf("metadata of %s: %v", topic, t.Err)
+		td, ok := meta.Topics[topic]
+		if !ok || td.Err != nil {
+			return fmt.Errorf("metadata of %s: %v", topic, td.Err)
 		}
 		var errs []error
 		for part, rs := range byPart {
-			if err := pl.produceProgress(ctx, t, part, rs, pid, epoch); err != nil {
+			if err := pl.produceProgress(ctx, t, td, part, rs, pid, epoch); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -485,27 +685,27 @@ func (pl *Pipeline) writeProgress(ctx context.Context, pid int64, epoch int16, r
 }
 
 // produceProgress writes the progress records rs to one partition of the
-// offsets topic in the open transaction. A resend has the same sequence.
-func (pl *Pipeline) produceProgress(ctx context.Context, t kadm.TopicDetail, part int32, rs []*kgo.Record, pid int64, epoch int16) error {
-	d, ok := t.Partitions[part]
+// offsets topic in t's open transaction. A resend has the same sequence.
+func (pl *Pipeline) produceProgress(ctx context.Context, t *txnState, td kadm.TopicDetail, part int32, rs []*kgo.Record, pid int64, epoch int16) error {
+	d, ok := td.Partitions[part]
 	if !ok || d.Leader < 0 {
-		return fmt.Errorf("no leader for %s-%d", t.Topic, part)
+		return fmt.Errorf("no leader for %s-%d", td.Topic, part)
 	}
 	raw, err := pl.enc.batch(rs, kgo.CodecNone)
 	if err != nil {
 		return err
 	}
 	pl.mu.Lock()
-	seq := pl.txn.offSeq[part]
+	seq := t.offSeq[part]
 	pl.mu.Unlock()
 	if err := stamp(raw, pid, epoch, seq, true); err != nil {
 		return err
 	}
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 30000
-	req.TransactionID = &pl.txn.id
+	req.TransactionID = &t.id
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic, rt.TopicID = t.Topic, t.ID
+	rt.Topic, rt.TopicID = td.Topic, td.ID
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Partition, rp.Records = part, raw
 	rt.Partitions = append(rt.Partitions, rp)
@@ -524,50 +724,69 @@ func (pl *Pipeline) produceProgress(ctx context.Context, t kadm.TopicDetail, par
 		return err
 	}
 	pl.mu.Lock()
-	pl.txn.offSeq[part] = addSeq(seq, int32(len(rs)))
+	t.offSeq[part] = addSeq(seq, int32(len(rs)))
 	pl.mu.Unlock()
 	return nil
 }
 
-// abortTxn aborts the failed transaction by bumping the producer's epoch,
-// and sends every partition back to its committed progress. It runs in
-// the request loop once nothing is in flight.
-func (pl *Pipeline) abortTxn(ctx context.Context) {
-	if !pl.commitMu.TryLock() {
+// restartTxn aborts t's failed transaction, gets a new epoch of t's
+// producer (or its first, which fences an older instance), and sends t's
+// partitions back to their committed progress, read again first with
+// catchUp. It runs in a
+// goroutine of its own, started by maintain, which marked t busy.
+func (pl *Pipeline) restartTxn(ctx context.Context, t *txnState, catchUp bool) {
+	defer pl.wg.Done()
+	defer func() {
+		pl.mu.Lock()
+		t.busy = false
+		pl.mu.Unlock()
+		pl.wake()
+	}()
+	if !t.commitMu.TryLock() {
 		return // a commit is under way; it reports the failure first
 	}
-	defer pl.commitMu.Unlock()
+	defer t.commitMu.Unlock()
 	pl.mu.Lock()
-	cause, unsure := pl.txn.failed, pl.txn.unsure
+	cause := t.failed
 	pl.mu.Unlock()
-	pl.cfg.Log.Warn("exactly-once: aborting the transaction; partitions go back to their committed progress", "err", cause)
-	// If the commit may have happened, its progress is on the target.
-	pl.startTxnProducer(ctx, unsure)
-}
-
-// startTxnProducer gets a new epoch of the transactional producer and
-// sends every partition back to its committed progress, read again first
-// with catchUp. The first start reads it again too: an instance this one
-// fenced may have committed since the progress was read.
-func (pl *Pipeline) startTxnProducer(ctx context.Context, catchUp bool) bool {
-	resp, err := pl.initTransactional(ctx)
-	if err != nil {
-		if ctx.Err() == nil && pl.Fatal() == nil {
-			pl.cfg.Log.Warn("exactly-once: cannot get a new producer epoch; retrying", "err", err)
+	if cause != nil {
+		pl.cfg.Log.Warn("exactly-once: aborting the transaction; partitions go back to their committed progress", "transactional_id", t.id, "err", cause)
+		if err := pl.abortOpen(ctx, t); err != nil {
+			pl.retryLater(ctx, t, "cannot abort the transaction", err)
+			return
 		}
-		return false
+	}
+	// A new epoch starts every sequence at 0 again.
+	resp, err := pl.initTransactional(ctx, t)
+	if err != nil {
+		pl.fenceIf(t, err)
+		pl.retryLater(ctx, t, "cannot get a new producer epoch", err)
+		return
 	}
 	if catchUp {
-		if err := pl.cfg.Progress.CatchUp(ctx); err != nil {
+		// With slots, progress another slot committed behind a
+		// transaction still open is read too.
+		read := pl.cfg.Progress.CatchUp
+		if pl.slotted() {
+			read = pl.cfg.Progress.CatchUpStable
+		}
+		if err := read(ctx); err != nil {
 			pl.cfg.Log.Warn("exactly-once: reading committed progress failed; retrying", "err", err)
-			return false
+			pl.mu.Lock()
+			// The new epoch aborted the transaction: only the
+			// progress is to read again.
+			pl.newTxnProducerLocked(t, resp.ProducerID, resp.ProducerEpoch)
+			failTxnLocked(t, fmt.Errorf("reading committed progress: %w", err))
+			t.unsure = true
+			pl.mu.Unlock()
+			return
 		}
 	}
 	pl.mu.Lock()
-	pl.newProducerLocked(resp.ProducerID, resp.ProducerEpoch)
-	pl.txn.failed, pl.txn.unsure = nil, false
+	pl.newTxnProducerLocked(t, resp.ProducerID, resp.ProducerEpoch)
+	t.failed, t.unsure = nil, false
 	var tps []progress.TP
-	for _, p := range pl.parts {
+	for p := range t.members {
 		if p.revoked {
 			continue
 		}
@@ -597,46 +816,59 @@ func (pl *Pipeline) startTxnProducer(ctx context.Context, catchUp bool) bool {
 	// Offset syncs held back for the aborted batches point at offsets
 	// no read_committed reader sees.
 	pl.Forget(tps)
-	pl.cfg.Log.Info("exactly-once passthrough: transactional producer ready", "transactional_id", pl.txn.id, "producer_id", resp.ProducerID, "epoch", resp.ProducerEpoch)
-	return true
+	pl.cfg.Log.Info("exactly-once passthrough: transactional producer ready", "transactional_id", t.id, "producer_id", resp.ProducerID, "epoch", resp.ProducerEpoch)
 }
 
-// newProducerLocked starts producer ID pid at epoch: every sequence starts
-// at 0 and no partition is in a transaction.
-func (pl *Pipeline) newProducerLocked(pid int64, epoch int16) {
-	pl.pid, pl.epoch, pl.needPID = pid, epoch, false
+// abortOpen aborts t's open transaction with EndTxn. A producer that
+// another one fenced learns it here (PRODUCER_FENCED) without harm to the
+// new owner, which an InitProducerID with the old epoch would do: the
+// coordinator aborts the transaction under way on the ID before it checks
+// that epoch. INVALID_TXN_STATE means there was nothing to abort (none
+// open, or its commit went through).
+func (pl *Pipeline) abortOpen(ctx context.Context, t *txnState) error {
+	pl.mu.Lock()
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.id, t.pid, t.epoch, false
+	pl.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, txnTimeout)
+	defer cancel()
+	_, err := pl.coordinatorRequest(rctx, t, req, maxEndTxnTV1, endTxnErr)
+	switch {
+	case errors.Is(err, kerr.InvalidTxnState):
+		return nil
+	case errors.Is(err, kerr.InvalidProducerIDMapping):
+		// The ID has another producer ID now: a new owner's.
+		pl.fence(t, err)
+	default:
+		pl.fenceIf(t, err)
+	}
+	return err
+}
+
+func endTxnErr(r kmsg.Response) error { return kerr.ErrorForCode(r.(*kmsg.EndTxnResponse).ErrorCode) }
+
+// retryLater logs why restartTxn must try t again, unless t was fenced
+// or the Pipeline stops.
+func (pl *Pipeline) retryLater(ctx context.Context, t *txnState, what string, err error) {
+	pl.mu.Lock()
+	live := t.live()
+	pl.mu.Unlock()
+	if ctx.Err() == nil && live {
+		pl.cfg.Log.Warn("exactly-once: "+what+"; retrying", "transactional_id", t.id, "err", err)
+	}
+}
+
+// newTxnProducerLocked starts t's producer ID pid at epoch: the
+// sequences of t's partitions start at 0 and none is in a transaction.
+func (pl *Pipeline) newTxnProducerLocked(t *txnState, pid int64, epoch int16) {
+	t.pid, t.epoch = pid, epoch
 	pl.stats.pids++
-	for _, p := range pl.parts {
-		p.seq, p.renumber = 0, false
-		for _, b := range p.queue {
-			if b.state != stAcked {
-				b.seqSet = false
-			}
-		}
+	for p := range t.members {
+		p.resetSeqLocked()
 	}
-	if pl.eos() {
-		clear(pl.txn.added)
-		clear(pl.txn.offSeq)
-		pl.txn.open = false
-	}
-}
-
-// txnRevoke is Revoke in exactly-once mode: the partitions stop sending,
-// their batches in flight answer, and the transaction with their final
-// progress commits before they are forgotten.
-func (pl *Pipeline) txnRevoke(ctx context.Context, tps []progress.TP) error {
-	v := revoker{pl}
-	mine := v.MarkRevoked(tps)
-	defer func() {
-		pl.Forget(mine)
-		v.Delete(mine)
-	}()
-	for _, tp := range mine {
-		if err := datapath.WaitIdle(ctx, func() bool { return v.InFlight(tp) == 0 }); err != nil {
-			return err
-		}
-	}
-	return pl.txnCommit(ctx)
+	clear(t.added)
+	clear(t.offSeq)
+	t.open = false
 }
 
 // AckedSinceCommit returns how many records the target acknowledged since

@@ -42,6 +42,7 @@ type Store struct {
 
 	connect []kgo.Opt // target connection, to read the topic again
 	log     *slog.Logger
+	catchMu sync.Mutex // one CatchUp at a time
 
 	mu    sync.Mutex
 	saved map[TP]int64
@@ -103,7 +104,10 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 // saves of other workers sharing the flow, so that a partition handed over
 // by one resumes where that one left it rather than where this Store last
 // saw it. Partitions this Store saves meanwhile keep their own value.
+// Calls run one at a time.
 func (s *Store) CatchUp(ctx context.Context) error {
+	s.catchMu.Lock()
+	defer s.catchMu.Unlock()
 	s.mu.Lock()
 	from := maps.Clone(s.read)
 	s.written = make(map[TP]bool)

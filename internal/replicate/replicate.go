@@ -180,6 +180,7 @@ type pending struct {
 // are left as they are. In group mode the group consumer fetches them.
 func (r *Replicator) Assign(ps []datapath.Partition) {
 	add := make(map[string]map[int32]kgo.Offset)
+	var added []datapath.Partition
 	r.mu.Lock()
 	for _, a := range ps {
 		if _, ok := r.parts[a.TP]; ok {
@@ -205,11 +206,13 @@ func (r *Replicator) Assign(ps []datapath.Partition) {
 			add[a.TP.Topic] = make(map[int32]kgo.Offset)
 		}
 		add[a.TP.Topic][a.TP.Partition] = off
+		added = append(added, a)
 		if !r.cfg.Group { // datapath.Group logs the assignment
 			r.cfg.Log.Info("replicating partition", "topic", a.TP.Topic, "partition", a.TP.Partition, "remote", a.Remote, "from", from)
 		}
 	}
 	r.mu.Unlock()
+	r.awaitProducers(added)
 	if r.cfg.Group {
 		// A restart pauses its partition on the group consumer and
 		// resumes it later, unless the partition was revoked meanwhile;

@@ -132,8 +132,9 @@ func (a *api) health(w http.ResponseWriter, _ *http.Request) {
 }
 
 // ready answers 200 when every flow runs (paused counts: an operator chose
-// it) and no partition is stopped or stalled (datapath.Health), 503
-// otherwise: a readiness probe. It names no flow, so it needs no token.
+// it) and no partition is stopped, stalled or otherwise held back by a
+// problem (datapath.NotReady), 503 otherwise: a readiness probe. It names
+// no flow, so it needs no token.
 func (a *api) ready(w http.ResponseWriter, _ *http.Request) {
 	flows, parts := 0, 0
 	for _, f := range a.c.Status() {

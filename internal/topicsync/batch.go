@@ -209,101 +209,158 @@ func (s *Syncer) createACLs(ctx context.Context, bs []binding) ([]error, error) 
 	return out, nil
 }
 
-// hostTimeout is how long a remote topic Sync created may wait for the
-// target to host its partitions; past it the topic is Ready anyway and
-// the data path retries until its leaders take writes.
-// (kbench scale: a one-node target at load 25 took about 3 minutes to
-// host 5,000 new partitions).
+// hostTimeout is how long new remote partitions (a topic Sync created,
+// partitions it added) may wait for the target to host them; past it
+// they may be copied anyway and the data path retries until their
+// leaders take writes. (kbench scale: a one-node target at load 25 took
+// about 3 minutes to host 5,000 new partitions.)
 var hostTimeout = 5 * time.Minute
 
-// Pending reports whether remote topics created by Sync wait for the
-// target to host their partitions: a Sync soon after makes them Ready
-// once it does.
+// hostCheck bounds the ListEndOffsets that tells which partitions are
+// hosted: the client retries a partition that answers NOT_LEADER until
+// its deadline, and what answered by then is kept.
+var hostCheck = 2 * time.Second
+
+// hosting is what Sync knows of one remote topic's partitions: the first
+// hosted of count are hosted by the target; the others have waited since.
+type hosting struct {
+	hosted, count int32
+	since         time.Time
+}
+
+// Pending reports whether new remote partitions wait for the target to
+// host them: a Sync soon after lets them be copied once it does.
 func (s *Syncer) Pending() bool {
 	s.hostMu.Lock()
 	defer s.hostMu.Unlock()
-	return len(s.unhosted) > 0
-}
-
-func (s *Syncer) isUnhosted(remote string) bool {
-	s.hostMu.Lock()
-	defer s.hostMu.Unlock()
-	_, ok := s.unhosted[remote]
-	return ok
-}
-
-// checkHosted keeps the topics of want that Sync created (fresh, or in an
-// earlier Sync) from being Ready until the target hosts all their
-// partitions: a new partition shows a leader in the metadata before that
-// leader hosts it, writes to it fail until then, and a busy broker can
-// take a minute or more over thousands of new partitions. One
-// ListEndOffsets of those topics tells which are hosted.
-func (s *Syncer) checkHosted(ctx context.Context, want []Topic, fresh []*Topic) {
-	s.hostMu.Lock()
-	defer s.hostMu.Unlock()
-	now := time.Now()
-	if s.unhosted == nil {
-		s.unhosted = make(map[string]time.Time)
-	}
-	for _, t := range fresh {
-		if _, ok := s.unhosted[t.Remote]; !ok {
-			s.unhosted[t.Remote] = now
+	for _, h := range s.hosts {
+		if h.hosted < h.count {
+			return true
 		}
 	}
-	var check []*Topic
+	return false
+}
+
+// waiting reports whether remote has partitions that wait to be hosted:
+// a topic Sync created may not be in the target's metadata yet.
+func (s *Syncer) waiting(remote string) bool {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	h := s.hosts[remote]
+	return h != nil && h.hosted < h.count
+}
+
+// seen notes that the target lists have partitions of remote. Those of a
+// topic first seen are taken as hosted; more than known before (another
+// worker added them) wait to be hosted like those added here.
+func (s *Syncer) seen(remote string, have int32) {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	h := s.hosts[remote]
+	if h == nil {
+		s.hostsLocked()[remote] = &hosting{hosted: have, count: have}
+		return
+	}
+	h.hosted = min(h.hosted, have) // fewer: deleted and created again
+	h.add(have)
+}
+
+// added notes that Sync gave remote count partitions; created: it made
+// the topic, none of whose partitions is hosted yet.
+func (s *Syncer) added(remote string, count int32, created bool) {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	h := s.hosts[remote]
+	if h == nil || created {
+		h = &hosting{}
+		s.hostsLocked()[remote] = h
+	}
+	h.add(count)
+}
+
+func (s *Syncer) hostsLocked() map[string]*hosting {
+	if s.hosts == nil {
+		s.hosts = make(map[string]*hosting)
+	}
+	return s.hosts
+}
+
+// add notes that the remote topic has count partitions.
+func (h *hosting) add(count int32) {
+	if h.hosted == h.count && count > h.count {
+		h.since = time.Now()
+	}
+	h.count = max(h.count, count)
+}
+
+// checkHosted sets Hosted and Ready of the topics of want. New remote
+// partitions are not copied until the target hosts them: a new partition
+// shows a leader in the metadata before that leader hosts it, writes to
+// it fail until then, and a busy broker can take a minute or more over
+// thousands of new partitions. One ListEndOffsets of the topics with
+// partitions waiting tells which are hosted.
+func (s *Syncer) checkHosted(ctx context.Context, want []Topic) {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
 	var names []string
 	wanted := make(map[string]bool, len(want))
-	for i := range want {
-		t := &want[i]
+	for _, t := range want {
 		wanted[t.Remote] = true
-		if _, ok := s.unhosted[t.Remote]; ok {
-			check = append(check, t)
+		if h := s.hosts[t.Remote]; h != nil && h.hosted < h.count {
 			names = append(names, t.Remote)
 		}
 	}
-	for r := range s.unhosted {
+	for r := range s.hosts {
 		if !wanted[r] {
-			delete(s.unhosted, r) // its source topic is gone
+			delete(s.hosts, r) // its source topic is gone
 		}
 	}
-	if len(check) == 0 {
-		return
-	}
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	offs, _ := s.Target.ListEndOffsets(lctx, names...) // partial on errors
-	cancel()
+	now := time.Now()
 	var late []string
-	for _, t := range check {
-		since := s.unhosted[t.Remote]
-		switch {
-		case hosted(offs, t.Remote, t.Partitions):
-			t.Ready = true
-		case now.Sub(since) >= hostTimeout:
-			t.Ready = true
-			late = append(late, t.Remote)
-		default:
-			t.Ready = false
-			continue
+	if len(names) > 0 {
+		lctx, cancel := context.WithTimeout(ctx, hostCheck)
+		offs, _ := s.Target.ListEndOffsets(lctx, names...) // partial on errors
+		cancel()
+		for _, r := range names {
+			h := s.hosts[r]
+			h.hosted = hostedFrom(offs, r, h.hosted, h.count)
+			if h.hosted < h.count && now.Sub(h.since) >= hostTimeout {
+				h.hosted = h.count
+				late = append(late, r)
+			}
 		}
-		delete(s.unhosted, t.Remote)
+	}
+	waiting, topics := 0, 0
+	for i := range want {
+		t := &want[i]
+		if h := s.hosts[t.Remote]; h != nil {
+			t.Hosted = min(h.hosted, t.Partitions)
+			if h.hosted < h.count {
+				waiting += int(h.count - h.hosted)
+				topics++
+			}
+		}
+		t.Ready = t.Hosted == t.Partitions
 	}
 	if len(late) > 0 {
-		s.Log.Warn("the target does not host every partition of new remote topics yet; replicating them anyway", "cluster", s.TargetAlias, "topics", late, "waited", hostTimeout.String())
+		s.Log.Warn("the target does not host every new remote partition yet; replicating them anyway", "cluster", s.TargetAlias, "topics", late, "waited", hostTimeout.String())
 	}
-	if n := len(s.unhosted); n > 0 && now.After(s.hostReport) {
-		s.Log.Info("waiting for the target to host new remote topics; each is copied once it does", "cluster", s.TargetAlias, "topics", n)
+	if waiting > 0 && now.After(s.hostReport) {
+		s.Log.Info("waiting for the target to host new remote partitions; each is copied once it does", "cluster", s.TargetAlias, "partitions", waiting, "topics", topics)
 		s.hostReport = now.Add(10 * time.Second)
 	}
 }
 
-// hosted reports whether the end offsets offs list every one of the n
-// partitions of topic without error.
-func hosted(offs kadm.ListedOffsets, topic string, n int32) bool {
+// hostedFrom returns how many partitions of topic the end offsets offs
+// show hosted, from partition 0 on, knowing the first from are: the first
+// partition at or past from that offs lists with an error or not at all,
+// or n.
+func hostedFrom(offs kadm.ListedOffsets, topic string, from, n int32) int32 {
 	ps := offs[topic]
-	for p := range n {
+	for p := from; p < n; p++ {
 		if o, ok := ps[p]; !ok || o.Err != nil {
-			return false
+			return p
 		}
 	}
-	return true
+	return n
 }

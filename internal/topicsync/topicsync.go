@@ -54,7 +54,13 @@ type Topic struct {
 	Remote     string // on the target
 	Partitions int32  // source partition count
 	ID         string // source topic ID, hex; "" when the broker has none
-	Ready      bool   // the remote topic exists with enough partitions, hosted
+	// Hosted is how many partitions of the remote topic, from partition
+	// 0 on, the target hosts: those may be copied. The others wait for
+	// the target to host them (a new topic, partitions just added) or
+	// for the remote topic to be created or grown (Err says why not).
+	Hosted int32
+	Ready  bool   // Hosted == Partitions: every partition may be copied
+	Err    string // why the remote topic could not be created, grown or described
 }
 
 // ShouldReplicate reports whether topic t of the source belongs to the flow.
@@ -66,12 +72,12 @@ func (s *Syncer) ShouldReplicate(t string) bool {
 
 // Sync lists the source topics, creates missing remote topics, adds missing
 // partitions, and returns every selected source topic, sorted by name. A
-// topic whose remote topic could not be made ready is logged and not Ready;
-// it is tried again on the next Sync. So is a new remote topic whose
-// partitions the target does not host yet (see Pending). While the source
-// lists the same topics as at the last Sync, and that Sync left every
-// topic Ready, Sync returns what it did then without asking the target,
-// except every TargetCheckInterval.
+// topic whose remote topic could not be made ready is logged and not Ready,
+// with Err; it is tried again on the next Sync. So are new remote topics
+// and partitions the target does not host yet (see Hosted and Pending).
+// While the source lists the same topics as at the last Sync, and that
+// Sync left every topic Ready, Sync returns what it did then without
+// asking the target, except every TargetCheckInterval.
 func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
@@ -109,76 +115,69 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		t := &want[i]
 		d, ok := tgt[t.Remote]
 		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-			if !s.isUnhosted(t.Remote) { // else created, not in the metadata yet
+			if !s.waiting(t.Remote) { // else created, not in the metadata yet
 				missing = append(missing, t)
 			}
 			continue
 		}
 		if d.Err != nil {
 			s.Log.Error("cannot describe remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", d.Err)
+			t.Err = "cannot describe the remote topic: " + d.Err.Error()
 			continue
 		}
 		have := int32(len(d.Partitions))
+		s.seen(t.Remote, have)
 		switch {
 		case have < t.Partitions:
 			short = append(short, grow{t, have})
-			continue
 		case have > t.Partitions:
 			s.Log.Warn("remote topic has more partitions than its source; the extra partitions get no data", "topic", t.Remote, "remote_partitions", have, "source_partitions", t.Partitions)
 		}
-		t.Ready = true
 	}
-	// A grown topic is Ready at once, as it was: the group mode would
-	// stop consuming a topic that is not.
-	grown, err := s.grow(ctx, short)
-	if err != nil {
+	if err := s.grow(ctx, short); err != nil {
 		return nil, err
 	}
-	for _, t := range grown {
-		t.Ready = true
-	}
-	var made []*Topic
 	if len(missing) > 0 {
-		if made, err = s.create(ctx, missing); err != nil {
+		if err := s.create(ctx, missing); err != nil {
 			return nil, err
 		}
 	}
-	s.checkHosted(ctx, want, made)
+	s.checkHosted(ctx, want)
 	s.settle(listed, want, now)
 	return want, nil
 }
 
-// grow adds the missing partitions of remote topics, many to a request,
-// and returns those grown.
-func (s *Syncer) grow(ctx context.Context, gs []grow) ([]*Topic, error) {
-	var grown []*Topic
+// grow adds the missing partitions of remote topics, many to a request.
+// The new partitions wait for the target to host them (checkHosted).
+func (s *Syncer) grow(ctx context.Context, gs []grow) error {
 	for _, b := range batches(gs, func(g grow) int { return int(g.t.Partitions - g.have) }) {
 		errs, err := s.addPartitions(ctx, b)
 		for _, g := range b {
 			if e := resultOf(errs, err, g.t.Remote, "CreatePartitions"); e != nil {
 				if ctx.Err() != nil {
-					return nil, ctx.Err()
+					return ctx.Err()
 				}
 				s.Log.Error("cannot add partitions to remote topic", "topic", g.t.Remote, "have", g.have, "want", g.t.Partitions, "err", e)
+				g.t.Err = "cannot add partitions to the remote topic: " + e.Error()
 				continue
 			}
-			s.Log.Info("added partitions to remote topic", "topic", g.t.Remote, "from", g.have, "to", g.t.Partitions)
-			grown = append(grown, g.t)
+			s.Log.Info("added partitions to remote topic; each is copied once the target hosts it", "topic", g.t.Remote, "from", g.have, "to", g.t.Partitions)
+			s.added(g.t.Remote, g.t.Partitions, false)
 		}
 	}
-	return grown, nil
+	return nil
 }
 
-// create makes the remote topics of ts with the source's configs and
-// returns those made.
-func (s *Syncer) create(ctx context.Context, ts []*Topic) ([]*Topic, error) {
+// create makes the remote topics of ts with the source's configs; they
+// wait for the target to host them (checkHosted).
+func (s *Syncer) create(ctx context.Context, ts []*Topic) error {
 	names := make([]string, len(ts))
 	for i, t := range ts {
 		names[i] = t.Name
 	}
 	rcs, err := s.Source.DescribeTopicConfigs(ctx, names...)
 	if err != nil {
-		return nil, fmt.Errorf("describing configs of source topics: %w", err)
+		return fmt.Errorf("describing configs of source topics: %w", err)
 	}
 	configs := make(map[string]map[string]*string, len(rcs))
 	known := s.targetKnown(ctx)
@@ -189,15 +188,21 @@ func (s *Syncer) create(ctx context.Context, ts []*Topic) ([]*Topic, error) {
 		}
 		configs[rc.Name] = s.TargetConfigs(s.translate(rc.Name, rc.Configs, known))
 	}
-	return s.createAll(ctx, ts, configs)
+	_, err = s.createAll(ctx, ts, configs)
+	return err
 }
 
 // createAll creates the remote topics of ts, many to a request, each with
 // its entry of configs (by source topic name), and returns those that exist
-// afterwards. A topic refused for its configs is created again alone
-// without the configs the target refuses (createDroppingInvalid).
+// afterwards, which wait for the target to host them; the others get Err.
+// A topic refused for its configs is created again alone without the
+// configs the target refuses (createDroppingInvalid).
 func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]map[string]*string) ([]*Topic, error) {
 	weight := func(t *Topic) int { return 1 + int(t.Partitions) + len(configs[t.Name]) }
+	failed := func(t *Topic, err error) {
+		s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+		t.Err = "cannot create the remote topic: " + err.Error()
+	}
 	var made []*Topic
 	for _, b := range batches(ts, weight) {
 		errs, err := s.createTopics(ctx, b, configs)
@@ -206,7 +211,7 @@ func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]
 				return nil, ctx.Err()
 			}
 			for _, t := range b {
-				s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+				failed(t, err)
 			}
 			continue
 		}
@@ -228,9 +233,10 @@ func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+				failed(t, err)
 				continue
 			}
+			s.added(t.Remote, t.Partitions, true)
 			made = append(made, t)
 		}
 	}

@@ -188,8 +188,8 @@ type syncState struct {
 	warned   sync.Map          // topic+"\x00"+key already warned about
 
 	hostMu     sync.Mutex
-	unhosted   map[string]time.Time // remote topics created, not hosted yet, since
-	hostReport time.Time            // when to log the topics waiting next
+	hosts      map[string]*hosting // by remote topic
+	hostReport time.Time           // when to log the partitions waiting next
 
 	syncMu sync.Mutex // one Sync at a time
 	last   *settled   // the last Sync, if it left every topic Ready

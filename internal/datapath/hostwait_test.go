@@ -1,0 +1,148 @@
+package datapath
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/progress"
+)
+
+// hostMap is a Group.Hosting: partitions listed wait, with their reason.
+type hostMap struct {
+	mu   sync.Mutex
+	wait map[progress.TP]string
+}
+
+func (h *hostMap) hosting(tp progress.TP) (bool, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	why, ok := h.wait[tp]
+	return ok, why
+}
+
+func (h *hostMap) set(tp progress.TP, wait bool, why string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if wait {
+		h.wait[tp] = why
+	} else {
+		delete(h.wait, tp)
+	}
+}
+
+// TestGroupHostWait: an assigned partition the target does not host yet
+// is not started; it shows as waiting, which fails readiness only with an
+// error, and starts at the first Release after it is hosted; revoked
+// while it waits, it is never started.
+func TestGroupHostWait(t *testing.T) {
+	a0, a1 := progress.TP{Topic: "a", Partition: 0}, progress.TP{Topic: "a", Partition: 1}
+	for _, revoke := range []bool{false, true} {
+		eng := &fakeEngine{}
+		hosts := &hostMap{wait: map[progress.TP]string{a1: ""}}
+		g := &Group{Engine: eng, Progress: newStore(t), Remote: func(s string) string { return "A." + s },
+			Log: slog.New(slog.DiscardHandler), Hosting: hosts.hosting}
+		ctx := context.Background()
+		g.Assigned(ctx, nil, map[string][]int32{"a": {0, 1}})
+		if !eng.has(a0) || eng.has(a1) || !g.Unhosted() {
+			t.Fatalf("started %v (unhosted %v), want a:0 only", eng.assigned, g.Unhosted())
+		}
+		w := g.Waiting()
+		if len(w) != 1 || w[0].Partition != 1 || w[0].State != Waiting || w[0].Error != "" || w[0].Remote != "A.a" {
+			t.Fatalf("waiting %+v", w)
+		}
+		if n := NotReady(w); n != 0 {
+			t.Errorf("waiting for hosting: not ready %d, want 0", n)
+		}
+		hosts.set(a1, true, "cannot add partitions to the remote topic: POLICY_VIOLATION")
+		if w := g.Waiting(); len(w) != 1 || w[0].Error == "" || NotReady(w) != 1 {
+			t.Errorf("waiting with an error: %+v, want it not ready", w)
+		}
+		g.Release(ctx)
+		if eng.has(a1) {
+			t.Fatal("started while not hosted")
+		}
+		if revoke {
+			g.Revoked(ctx, nil, map[string][]int32{"a": {1}})
+		}
+		hosts.set(a1, false, "")
+		g.Release(ctx)
+		if eng.has(a1) == revoke || g.Unhosted() || len(g.Waiting()) != 0 {
+			t.Errorf("revoked %v: a:1 started %v, unhosted %v, waiting %+v", revoke, eng.has(a1), g.Unhosted(), g.Waiting())
+		}
+	}
+}
+
+func TestNotReady(t *testing.T) {
+	for _, tt := range []struct {
+		state, err string
+		want       int
+	}{
+		{Running, "", 0}, {Lagging, "", 0}, {Paused, "", 0}, {Restarting, "x", 0},
+		{Stalled, "", 1}, {Stopped, "x", 1}, {Fencing, "x", 1},
+		{Waiting, "", 0}, {Waiting, "cannot create the remote topic", 1},
+	} {
+		if got := NotReady([]PartitionStatus{{State: tt.state, Error: tt.err}}); got != tt.want {
+			t.Errorf("%s %q: not ready %d, want %d", tt.state, tt.err, got, tt.want)
+		}
+	}
+}
+
+// TestHealthHeld: partitions the flow holds back (Held) are watched with
+// the state they have, with their lag and a state series; once in the
+// engine, their state is the engine's at once, not the last check's.
+func TestHealthHeld(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	eng := &statusEngine{}
+	var mu sync.Mutex
+	held := []PartitionStatus{{Topic: "t", Partition: 0, Remote: "A.t", Done: -1, State: Fencing, Error: "refused"}}
+	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: m,
+		Held: func() []PartitionStatus { mu.Lock(); defer mu.Unlock(); return append([]PartitionStatus(nil), held...) }}, eng, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	h.Check(ctx, now)
+	if st := h.Annotate(h.cfg.Held()); st[0].State != Fencing || st[0].Lag != 1 {
+		t.Errorf("held: %+v, want fencing with lag 1", st[0])
+	}
+	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "0", Fencing); got != 1 {
+		t.Errorf("fencing series %v, want 1", got)
+	}
+	h.Check(ctx, now.Add(time.Hour)) // held partitions never stall
+	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "0", Fencing); got != 1 || len(eng.restarts) != 0 {
+		t.Errorf("an hour later: fencing series %v, restarts %v; want 1, none", got, eng.restarts)
+	}
+
+	mu.Lock()
+	held = nil
+	mu.Unlock()
+	eng.mu.Lock()
+	eng.st = []PartitionStatus{{Topic: "t", Partition: 0, Remote: "A.t", Done: 0, State: Running}}
+	eng.mu.Unlock()
+	if st := h.Annotate(eng.Status()); st[0].State != Running {
+		t.Errorf("started, before a check: %s, want running", st[0].State)
+	}
+	h.Check(ctx, now.Add(time.Hour+time.Second))
+	if f, r := healthMetric(t, m, "kmirror_partition_state", "A.t", "0", Fencing), healthMetric(t, m, "kmirror_partition_state", "A.t", "0", Running); f != 0 || r != 1 {
+		t.Errorf("started: fencing series %v, running %v; want 0, 1", f, r)
+	}
+}
