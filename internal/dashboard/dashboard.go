@@ -60,9 +60,10 @@ type Dashboard struct {
 	mu       sync.Mutex
 	last     sampled // records lost at the last sample
 	tracks   map[partKey]*track
-	cpMax    map[string]float64 // per flow, highest checkpoint latency
-	n        int64              // samples taken
-	flowVals map[string]float64 // of the sample being taken
+	order    map[string][]*track // per flow, the tracks of the last sample in its status order
+	cpMax    map[string]float64  // per flow, highest checkpoint latency
+	n        int64               // samples taken
+	flowVals map[string]float64  // of the sample being taken
 	partVals map[string]float64
 	buf      dto.Metric // counters are read into
 }
@@ -79,7 +80,7 @@ func New(cfg Config) *Dashboard {
 		cfg.MaxSeries = DefaultMaxSeries
 	}
 	return &Dashboard{cfg: cfg, hist: NewHistory(cfg.Points, cfg.MaxSeries), parts: NewHistory(min(cfg.Points, sparkPoints), cfg.MaxSeries),
-		last: sampled{gaps: map[partKey]time.Time{}}, tracks: map[partKey]*track{}, cpMax: map[string]float64{},
+		last: sampled{gaps: map[partKey]time.Time{}}, tracks: map[partKey]*track{}, order: map[string][]*track{}, cpMax: map[string]float64{},
 		flowVals: map[string]float64{}, partVals: map[string]float64{}}
 }
 

@@ -395,3 +395,57 @@ func TestSampleTracks(t *testing.T) {
 		t.Errorf("after t:0 left: %d partition series, %d tracked; want 0 and 1", n, len(d.tracks))
 	}
 }
+
+// TestSampleOrder: a flow's partitions found by position keep their own
+// counts when the status lists them in another order, or with one more
+// in between; a flow gone leaves nothing behind.
+func TestSampleOrder(t *testing.T) {
+	m := metrics.New()
+	part := func(p int32) datapath.PartitionStatus {
+		return datapath.PartitionStatus{Topic: "t", Partition: p, Remote: "A.t", Done: 9, State: "running"}
+	}
+	fs := flows{{Name: "A->B", Kind: "replication", State: "running", Partitions: []datapath.PartitionStatus{part(0), part(1)}}}
+	copied := m.RecordCount.WithLabelValues("A", "B", "A.t", "0")
+	d := New(Config{Source: fs, Metrics: m})
+	now := time.Unix(5000, 0)
+	for _, step := range []struct {
+		name  string
+		order []int32
+	}{{"first", []int32{0, 1}}, {"swapped", []int32{1, 0}}, {"one more between", []int32{1, 2, 0}}} {
+		ps := fs[0].Partitions
+		fs[0].Partitions = nil
+		for _, p := range step.order {
+			s := part(p)
+			for _, o := range ps {
+				if o.Partition == p {
+					s = o
+				}
+			}
+			fs[0].Partitions = append(fs[0].Partitions, s)
+		}
+		for range 8 {
+			copied.Add(50)
+			for i := range fs[0].Partitions {
+				if fs[0].Partitions[i].Partition == 0 {
+					fs[0].Partitions[i].Done += 50
+				}
+			}
+			now = now.Add(5 * time.Second)
+			d.Sample(now)
+		}
+		for _, p := range d.Snapshot(now).Flows[0].Partitions {
+			if want := map[int32]float64{0: 10}[p.Partition]; p.RecordsPerSecond != want {
+				t.Errorf("%s: partition %d copies %v records/s, want %v", step.name, p.Partition, p.RecordsPerSecond, want)
+			}
+		}
+		if n := len(d.order["A->B"]); n != len(step.order) || len(d.tracks) != len(step.order) {
+			t.Errorf("%s: %d in order, %d tracked; want %d", step.name, n, len(d.tracks), len(step.order))
+		}
+	}
+	fs[0].Partitions = nil
+	d.cfg.Source = flows{}
+	d.Sample(now.Add(5 * time.Second))
+	if len(d.order) != 0 || len(d.tracks) != 0 {
+		t.Errorf("after the flow left: %d flows in order, %d tracked", len(d.order), len(d.tracks))
+	}
+}

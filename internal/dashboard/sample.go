@@ -22,6 +22,8 @@ type track struct {
 	latency        *metrics.Window
 	lagName        string // its history series
 	rateName       string
+	remote         string // and partition: which it is of its flow
+	partition      int32
 
 	done     int64 // progress at the last sample
 	moved    int64 // the sample (Dashboard.n) in which done last changed
@@ -41,7 +43,8 @@ func (d *Dashboard) newTrack(flow string, p datapath.PartitionStatus) *track {
 	name := partSeries(flow, p.Remote, p.Partition)
 	// Its counters are read now (moved); it has no history until it has
 	// lag or a rate (active long ago).
-	t := &track{lagName: name + seriesLag, rateName: name + seriesRecs, done: p.Done, moved: d.n, active: d.n - sparkPoints - 1}
+	t := &track{lagName: name + seriesLag, rateName: name + seriesRecs, remote: p.Remote, partition: p.Partition,
+		done: p.Done, moved: d.n, active: d.n - sparkPoints - 1}
 	if m := d.cfg.Metrics; m != nil {
 		src, tgt, _ := strings.Cut(flow, "->")
 		part := strconv.Itoa(int(p.Partition))
@@ -98,6 +101,7 @@ func (d *Dashboard) sampleFlows(flows []runner.FlowStatus, now time.Time) {
 	clear(d.partVals)
 	d.sampleCheckpoints(flows)
 	listed := 0
+	sampled := make(map[string]bool, len(flows))
 	for _, f := range flows {
 		if f.Kind != "replication" || f.Partitions == nil {
 			continue
@@ -105,13 +109,23 @@ func (d *Dashboard) sampleFlows(flows []runner.FlowStatus, now time.Time) {
 		var lag int64
 		var rps float64
 		repl, hasRepl := 0.0, false
-		for _, p := range f.Partitions {
-			k := partKey{f.Name, p.Remote, p.Partition}
-			t := d.tracks[k]
-			if t == nil {
-				t = d.newTrack(f.Name, p)
-				d.tracks[k] = t
+		// A flow's partitions come in the same order as at the last
+		// sample, normally: found by position, without hashing.
+		old := d.order[f.Name]
+		order := old[:0]
+		sampled[f.Name] = true
+		for i, p := range f.Partitions {
+			var t *track
+			if i < len(old) && old[i].partition == p.Partition && old[i].remote == p.Remote {
+				t = old[i]
+			} else {
+				k := partKey{f.Name, p.Remote, p.Partition}
+				if t = d.tracks[k]; t == nil {
+					t = d.newTrack(f.Name, p)
+					d.tracks[k] = t
+				}
 			}
+			order = append(order, t)
 			d.update(t, p, now)
 			listed++
 			lag += max(p.Lag, 0)
@@ -127,6 +141,8 @@ func (d *Dashboard) sampleFlows(flows []runner.FlowStatus, now time.Time) {
 				d.parts.Drop(t.lagName, t.rateName)
 			}
 		}
+		clear(order[len(order):cap(order)])
+		d.order[f.Name] = order
 		fk := flowPrefix + f.Name + "|"
 		d.flowVals[fk+seriesLag] = float64(lag)
 		d.flowVals[fk+seriesRecs] = rps
@@ -135,6 +151,11 @@ func (d *Dashboard) sampleFlows(flows []runner.FlowStatus, now time.Time) {
 		}
 		if v, ok := d.cpMax[f.Name]; ok {
 			d.flowVals[fk+seriesCheckp] = v
+		}
+	}
+	for name := range d.order {
+		if !sampled[name] {
+			delete(d.order, name)
 		}
 	}
 	if listed != len(d.tracks) {

@@ -68,6 +68,7 @@ type listing struct {
 	broker int32
 	req    *kmsg.ListOffsetsRequest
 	ws     []*watch
+	first  map[string]int // index in ws of each topic's first partition
 }
 
 // watch is what Health knows of one partition.
@@ -299,13 +300,14 @@ func requests(ws []*watch, timestamp int64, timeout time.Duration) []listing {
 			req := kmsg.NewPtrListOffsetsRequest()
 			req.IsolationLevel = 1 // read_committed: the last stable offset
 			req.TimeoutMillis = int32(timeout.Milliseconds())
-			out = append(out, listing{broker: w.leader, req: req})
+			out = append(out, listing{broker: w.leader, req: req, first: make(map[string]int)})
 		}
 		l := &out[i]
 		if n := len(l.req.Topics); n == 0 || l.req.Topics[n-1].Topic != w.tp.Topic {
 			t := kmsg.NewListOffsetsRequestTopic()
 			t.Topic = w.tp.Topic
 			l.req.Topics = append(l.req.Topics, t)
+			l.first[w.tp.Topic] = len(l.ws)
 		}
 		t := &l.req.Topics[len(l.req.Topics)-1]
 		p := kmsg.NewListOffsetsRequestTopicPartition()
@@ -361,12 +363,18 @@ func (h *Health) listed(as []answer, set func(*watch, int64)) {
 			h.ends = nil
 			continue
 		}
-		k := 0 // the answer lists the partitions in the order asked, normally
+		ws := a.l.ws
 		for _, t := range a.resp.Topics {
+			// A topic's partitions come in the order asked, normally;
+			// the topics in any order.
+			k, ok := a.l.first[t.Topic]
+			if !ok {
+				k = len(ws)
+			}
 			for _, p := range t.Partitions {
 				var w *watch
-				if k < len(a.l.ws) && a.l.ws[k].tp.Partition == p.Partition && a.l.ws[k].tp.Topic == t.Topic {
-					w = a.l.ws[k]
+				if k < len(ws) && ws[k].tp.Partition == p.Partition && ws[k].tp.Topic == t.Topic {
+					w = ws[k]
 					k++
 				} else {
 					w = h.parts[progress.TP{Topic: t.Topic, Partition: p.Partition}]

@@ -15,8 +15,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
@@ -371,4 +373,47 @@ func kfakeCluster(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, *kgo.Client)
 	}
 	t.Cleanup(cl.Close)
 	return c, cl
+}
+
+// TestListed: offsets land on their partitions whatever order the broker
+// answers in; a partition error has the leaders asked for again.
+func TestListed(t *testing.T) {
+	h := NewHealth(HealthConfig{}, nil, nil)
+	var ws []*watch
+	for _, k := range []string{"a/0", "a/1", "b/0", "b/1"} {
+		w := &watch{tp: progress.TP{Topic: k[:1], Partition: int32(k[2] - '0')}, leader: 1}
+		h.parts[w.tp] = w
+		ws = append(ws, w)
+	}
+	ls := requests(ws, -1, time.Second)
+	h.ends = ls
+	resp := kmsg.NewPtrListOffsetsResponse()
+	for _, tt := range []struct {
+		topic string
+		parts []int32
+	}{{"b", []int32{0, 1}}, {"a", []int32{1, 0}}} {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = tt.topic
+		for _, p := range tt.parts {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.Offset = p, int64(10*(tt.topic[0]-'a')+byte(p))
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	got := map[string]int64{}
+	h.listed([]answer{{l: &ls[0], resp: resp}}, func(w *watch, off int64) {
+		got[w.tp.Topic+"/"+strconv.Itoa(int(w.tp.Partition))] = off
+	})
+	if want := map[string]int64{"a/0": 0, "a/1": 1, "b/0": 10, "b/1": 11}; !maps.Equal(got, want) {
+		t.Errorf("offsets %v, want %v", got, want)
+	}
+	if h.ends == nil {
+		t.Error("leaders dropped without an error")
+	}
+	resp.Topics[0].Partitions[1].ErrorCode = kerr.NotLeaderForPartition.Code
+	h.listed([]answer{{l: &ls[0], resp: resp}}, func(*watch, int64) {})
+	if h.ends != nil {
+		t.Error("leaders kept after NOT_LEADER_FOR_PARTITION")
+	}
 }

@@ -6,19 +6,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kmirror/kmirror/internal/policy"
 )
 
 func TestRemoteACLs(t *testing.T) {
-	p, err := policy.New(policy.Config{Class: "DefaultReplicationPolicy", Separator: "."})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := policy.NewFilter([]string{".*"}, policy.DefaultTopicsExclude)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, f := defaultPolicy(t, ".*")
 	s := &Syncer{SourceAlias: "A", TargetAlias: "B", Policy: p, Topics: f}
 
 	const (

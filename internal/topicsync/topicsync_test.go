@@ -59,15 +59,23 @@ func keys(m map[string]*string) []string {
 	return out
 }
 
-func TestShouldReplicate(t *testing.T) {
+// defaultPolicy returns MM2's default replication policy and a filter of
+// the topics that match pattern, with the default exclusions.
+func defaultPolicy(t testing.TB, pattern string) (policy.Policy, *policy.Filter) {
+	t.Helper()
 	p, err := policy.New(policy.Config{Class: "DefaultReplicationPolicy", Separator: "."})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := policy.NewFilter([]string{".*"}, policy.DefaultTopicsExclude)
+	f, err := policy.NewFilter([]string{pattern}, policy.DefaultTopicsExclude)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, f
+}
+
+func TestShouldReplicate(t *testing.T) {
+	p, f := defaultPolicy(t, ".*")
 	none, err := policy.NewFilter(nil, nil)
 	if err != nil {
 		t.Fatal(err)
