@@ -15,24 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/testkafka"
 	"github.com/kmirror/kmirror/internal/wire"
 	"github.com/kmirror/kmirror/mirrorclient"
 )
-
-func fakeCluster(t *testing.T) (*kfake.Cluster, *kgo.Client) {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return c, cl
-}
 
 func createTopics(t *testing.T, cl *kgo.Client, partitions int32, topics ...string) {
 	t.Helper()
@@ -56,7 +42,7 @@ func newClient(t *testing.T, c *kfake.Cluster, opts ...mirrorclient.Option) *mir
 }
 
 func TestClientTopology(t *testing.T) {
-	c, cl := fakeCluster(t)
+	c, cl := testkafka.Fake(t)
 	createTopics(t, cl, 1, "heartbeats", "A.heartbeats", "B.A.heartbeats", "A.orders", "B.A.orders",
 		"local", "A.checkpoints.internal", "mm2-offsets.A.internal")
 	mc := newClient(t, c)
@@ -93,7 +79,7 @@ func TestClientTopology(t *testing.T) {
 }
 
 func TestClientIdentityPolicy(t *testing.T) {
-	c, cl := fakeCluster(t)
+	c, cl := testkafka.Fake(t)
 	createTopics(t, cl, 1, "heartbeats", "A.heartbeats", "orders")
 	ctx := context.Background()
 	tests := []struct {
@@ -169,7 +155,7 @@ func checkpoint(t *testing.T, group, topic string, p int32, up, down int64, meta
 }
 
 func TestRemoteConsumerOffsets(t *testing.T) {
-	c, cl := fakeCluster(t)
+	c, cl := testkafka.Fake(t)
 	topic := "A.checkpoints.internal"
 	createTopics(t, cl, 2, topic)
 	good := checkpoint(t, "g1", "A.t", 0, 10, 8, "")
@@ -232,7 +218,7 @@ func TestRemoteConsumerOffsets(t *testing.T) {
 }
 
 func TestRemoteConsumerOffsetsEmptyAndMissing(t *testing.T) {
-	c, cl := fakeCluster(t)
+	c, cl := testkafka.Fake(t)
 	createTopics(t, cl, 1, "A.checkpoints.internal", "X__checkpoints__internal")
 	mc := newClient(t, c)
 	ctx := context.Background()
@@ -253,7 +239,7 @@ func TestRemoteConsumerOffsetsEmptyAndMissing(t *testing.T) {
 }
 
 func TestRemoteConsumerOffsetsTimeout(t *testing.T) {
-	c, cl := fakeCluster(t)
+	c, cl := testkafka.Fake(t)
 	topic := "A.checkpoints.internal"
 	createTopics(t, cl, 1, topic)
 	produce(t, cl, topic, 0, checkpoint(t, "g1", "A.t", 0, 5, 4, ""))

@@ -9,13 +9,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/policy"
+	"github.com/kmirror/kmirror/internal/testkafka"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -125,21 +125,6 @@ func built(f *config.Flow) *config.Flow {
 	return f
 }
 
-func newFake(t *testing.T) (*kfake.Cluster, *kgo.Client) {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return c, cl
-}
-
 func produce(t *testing.T, cl *kgo.Client, recs ...*kgo.Record) {
 	t.Helper()
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
@@ -203,8 +188,8 @@ func waitFor(t *testing.T, what string, fn func() bool) {
 func TestTaskKfake(t *testing.T) {
 	for _, mode := range []string{"exact", "mm2"} {
 		t.Run(mode, func(t *testing.T) {
-			src, srcCl := newFake(t)
-			dst, dstCl := newFake(t)
+			src, srcCl := testkafka.Fake(t)
+			dst, dstCl := testkafka.Fake(t)
 			f := testFlow(src.ListenAddrs(), dst.ListenAddrs(), mode)
 			syncs := f.OffsetSyncsTopic()
 			ctx := context.Background()
@@ -352,7 +337,7 @@ func TestIndexThenSyncs(t *testing.T) {
 			if n < 0 || n > len(syncs) {
 				n = len(syncs)
 			}
-			c, cl := newFake(t)
+			c, cl := testkafka.Fake(t)
 			f := testFlow(c.ListenAddrs(), c.ListenAddrs(), "exact")
 			index := FlowSettings(f).IndexTopic
 			ctx := context.Background()

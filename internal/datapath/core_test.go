@@ -19,6 +19,7 @@ import (
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/testkafka"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -26,7 +27,7 @@ import (
 // 41.
 func newStore(t *testing.T) *progress.Store {
 	t.Helper()
-	c, cl := kfakeCluster(t, kfake.NumBrokers(1))
+	c, cl := testkafka.Fake(t, kfake.NumBrokers(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
@@ -173,7 +174,7 @@ func (f *fakeParts) Delete(tps []progress.TP) {
 // listing what it published, in order, as topic:partition up->down.
 func newSyncs(t *testing.T) (*offsetsync.Writer, func() string) {
 	t.Helper()
-	c, cl := kfakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "mm2-offset-syncs.B.internal"))
+	c, cl := testkafka.Fake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "mm2-offset-syncs.B.internal"))
 	w := offsetsync.New(cl, "mm2-offset-syncs.B.internal", 100, slog.New(slog.DiscardHandler), nil)
 	return w, func() string {
 		if err := cl.Flush(context.Background()); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
 func TestLagOf(t *testing.T) {
@@ -122,7 +123,7 @@ func (e *statusEngine) set(i int, done int64, inflight int) {
 // with records in flight is not, the lag counts from the log start where
 // retention took records not yet copied, and the metrics say the same.
 func TestHealthCheck(t *testing.T) {
-	_, cl := kfakeCluster(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
+	_, cl := testkafka.Fake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for p := int32(0); p < 2; p++ {
@@ -259,7 +260,7 @@ func healthMetric(t *testing.T, m *metrics.Metrics, name, topic, partition, stat
 // broker; each check still gives every partition its own source offsets,
 // the leaders asked for again after the move.
 func TestHealthFollowsPartitions(t *testing.T) {
-	c, cl := kfakeCluster(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "a", "b"))
+	c, cl := testkafka.Fake(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "a", "b"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	produce := func(topic string, p int32, n int) {
@@ -356,23 +357,6 @@ func TestRequests(t *testing.T) {
 	if !maps.EqualFunc(got, want, slices.Equal[[]string]) {
 		t.Errorf("requests %v, want %v (b0 has no leader)", got, want)
 	}
-}
-
-// kfakeCluster starts a kfake cluster and a client of it that produces to
-// the partitions records name, both closed at cleanup.
-func kfakeCluster(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, *kgo.Client) {
-	t.Helper()
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return c, cl
 }
 
 // TestListed: offsets land on their partitions whatever order the broker
