@@ -5,11 +5,14 @@ GO ?= go
 # by default one per invocation, so concurrent runs do not share brokers.
 TEST_RUN_DIR ?=
 TEST_TIMEOUT ?= 30m
+# Tests marked t.Parallel that may run at once in one package: the e2e tests
+# mostly wait on brokers, so more than the two cores.
+TEST_PARALLEL ?= 4
 # Extra go test flags, e.g. TEST_FLAGS='-run TestRoundTrip -v'.
 TEST_FLAGS ?=
 PKGS ?= ./...
 
-.PHONY: setup build test test-compat fmt-check vet demo bench clean distclean dashboard-screenshot
+.PHONY: setup build test test-times test-compat fmt-check vet demo bench clean distclean dashboard-screenshot
 
 build:
 	$(GO) build -o bin/kmirror ./cmd/kmirror
@@ -38,10 +41,14 @@ test: setup fmt-check vet
 		if [ $$rc = 0 ]; then rm -rf "$$dir"; else echo "broker logs kept in $$dir"; fi' EXIT; \
 	scripts/kafka-local down --dir "$$dir" >/dev/null; \
 	scripts/kafka-local up --clusters 2 --nodes 1 --dir "$$dir" || exit 1; \
-	start=$$(date +%s); \
-	KMIRROR_TEST_CLUSTERS="$$dir/clusters.json" \
-		$(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS); rc=$$?; \
+	start=$$(date +%s); mkdir -p .run; $(GO) build -o bin/test-times ./cmd/test-times || exit 1; \
+	set -o pipefail; KMIRROR_TEST_CLUSTERS="$$dir/clusters.json" \
+		$(GO) test -json -race -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $(PKGS) 2>&1 | tee .run/last-test.json | bin/test-times; rc=$$?; \
 	echo "go test took $$(( $$(date +%s) - start ))s"; exit $$rc
+
+# The 20 slowest tests and packages of the last "make test" (.run/last-test.json).
+test-times:
+	@$(GO) run ./cmd/test-times -quiet < .run/last-test.json
 
 # Compatibility matrix (docs/compatibility.md): every source version into
 # every target version, each case on clusters of its own (about 15 min).

@@ -40,6 +40,7 @@ func topicACLs(t *testing.T, c *testkafka.Cluster, topic string) []string {
 // clusters with an authorizer: the remote topic gets alice's READ and
 // mallory's DENY, never bob's WRITE, so bob cannot write the remote topic.
 func TestTopicACLSync(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Start(t, testkafka.Options{Clusters: 2, Nodes: 1, Secure: true})
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "aclsync")

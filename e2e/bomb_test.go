@@ -116,6 +116,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 // other partition is copied and kmirror's peak memory stays far below
 // the batch's size.
 func TestZstdBombBounded(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		extra []string
@@ -124,6 +125,7 @@ func TestZstdBombBounded(t *testing.T) {
 		{"passthrough", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			cs := testkafka.Shared(t, 2)
 			a, b := cs[0], cs[1]
 			topic := testkafka.Topic(t, "bomb")

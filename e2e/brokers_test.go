@@ -22,6 +22,7 @@ import (
 // kills the whole target cluster for 40 s. Afterwards every source record
 // is on the target, in order, on both data paths, and kmirror never exited.
 func TestBrokerRestartsLoseNothing(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Start(t, testkafka.Options{Clusters: 2, Nodes: 3})
 	for _, path := range []struct {
 		name  string

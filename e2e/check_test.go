@@ -15,6 +15,7 @@ import (
 // reaches both clusters, names their brokers and lists the topics it would
 // create; a bad file and an unreachable cluster exit non-zero.
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	src, dst := alias(t, "a"), alias(t, "b")
@@ -79,6 +80,7 @@ func TestCheck(t *testing.T) {
 // topic but not create topics gets each missing permission reported and a
 // non-zero exit; once granted, the check passes.
 func TestCheckSecure(t *testing.T) {
+	t.Parallel()
 	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true})[0]
 	info := sec.Info()
 	topic := testkafka.Topic(t, "secure")

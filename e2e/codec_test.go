@@ -58,6 +58,7 @@ func batchCodecs(t *testing.T, c *testkafka.Cluster, topic string) map[int8]int 
 // producer, each record reaches the target compressed with its source
 // batch's codec.
 func TestCodecFollowsSource(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "codec")

@@ -10,6 +10,7 @@ import (
 // TestConfigErrors runs kmirror on bad files: each must exit non-zero
 // before replicating, with a message naming the file, line and key.
 func TestConfigErrors(t *testing.T) {
+	t.Parallel()
 	base := "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:1\n"
 	tests := []struct {
 		name, body string
@@ -41,6 +42,7 @@ func TestConfigErrors(t *testing.T) {
 
 // TestUnreachableCluster names the cluster that cannot be reached.
 func TestUnreachableCluster(t *testing.T) {
+	t.Parallel()
 	cfg := writeFile(t, "mm2.properties", "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:1\nA->B.enabled = true\n")
 	out, code := runKmirror(t, 60*time.Second, "run", cfg)
 	if code == 0 || !strings.Contains(out, "cluster A is unreachable") {

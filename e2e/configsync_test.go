@@ -47,6 +47,7 @@ func alterTopic(t *testing.T, c *testkafka.Cluster, topic string, op kadm.AlterC
 // the remote topic follows within sync.topic.configs.interval.seconds, and
 // a removed source override is removed from the remote topic too.
 func TestTopicConfigSync(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "cfgsync")

@@ -23,6 +23,7 @@ import (
 // worker leads. Once the checkpoint connector is deleted no checkpoint
 // appears any more: the source connector writes none.
 func TestConnectCheckpoints(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	src, dst := alias(t, "cpa"), alias(t, "cpb")

@@ -18,6 +18,7 @@ import (
 // again and the running connector copies what was produced meanwhile,
 // record by record.
 func TestConnectClusterOutage(t *testing.T) {
+	t.Parallel()
 	a := testkafka.Shared(t, 1)[0]
 	b := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1})[0]
 	src := alias(t, "outa")

@@ -23,6 +23,7 @@ import (
 // resume, restart, offsets, kill -9 and restart from the config topic, two
 // workers sharing the config topic, and DELETE stopping the flow.
 func TestConnectREST(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	sh, sz := cs[0], cs[1]
 	orders := testkafka.Topic(t, "orders")

@@ -22,18 +22,40 @@ import (
 // producer keeps writing, restarts it each time, and then checks that every
 // source record reached the target in order, reporting duplicates.
 func TestKillNineLosesNothing(t *testing.T) {
-	t.Run("at-least-once", func(t *testing.T) { killNine(t, false) }) // passthrough, the default
-	t.Run("at-least-once record path", func(t *testing.T) { killNine(t, false, recordPath) })
-	t.Run("at-least-once record path two lanes", func(t *testing.T) { killNine(t, false, recordPath, twoLanes) })
+	t.Parallel()
+	t.Run("at-least-once", func(t *testing.T) {
+		t.Parallel()
+		killNine(t, false)
+	}) // passthrough, the default
+	t.Run("at-least-once record path", func(t *testing.T) {
+		t.Parallel()
+		killNine(t, false, recordPath)
+	})
+	t.Run("at-least-once record path two lanes", func(t *testing.T) {
+		t.Parallel()
+		killNine(t, false, recordPath, twoLanes)
+	})
 	// Exactly-once: a read_committed reader of the target sees no
 	// duplicate at all.
 	// passthrough in target transactions, the default
-	t.Run("exactly-once", func(t *testing.T) { killNine(t, true) })
-	t.Run("exactly-once two lanes", func(t *testing.T) { killNine(t, true, twoLanes) })
-	t.Run("exactly-once record path", func(t *testing.T) { killNine(t, true, recordPath) })
+	t.Run("exactly-once", func(t *testing.T) {
+		t.Parallel()
+		killNine(t, true)
+	})
+	t.Run("exactly-once two lanes", func(t *testing.T) {
+		t.Parallel()
+		killNine(t, true, twoLanes)
+	})
+	t.Run("exactly-once record path", func(t *testing.T) {
+		t.Parallel()
+		killNine(t, true, recordPath)
+	})
 	// Source producers in transactions, a quarter of them aborted: the
 	// target holds the committed records only, once each.
-	t.Run("exactly-once transactional source", func(t *testing.T) { killNine(t, true, txnSource) })
+	t.Run("exactly-once transactional source", func(t *testing.T) {
+		t.Parallel()
+		killNine(t, true, txnSource)
+	})
 }
 
 // txnSource makes killNine's source producer transactional, aborting
@@ -215,6 +237,7 @@ func checkNoLoss(t *testing.T, want, got []*kgo.Record) int {
 // the first, which stops with an error and writes nothing more, and the
 // target read read_committed holds every source record once.
 func TestExactlyOnceFencing(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "fence")

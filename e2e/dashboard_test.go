@@ -30,6 +30,7 @@ const screenshotEnv = "KMIRROR_DASHBOARD_SCREENSHOT"
 // for real (GET /status), an upstream gap with its error, and the login
 // form for a wrong token.
 func TestDashboard(t *testing.T) {
+	t.Parallel()
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatal("chromium not found: scripts/setup installs Debian's chromium package")

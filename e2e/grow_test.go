@@ -23,6 +23,7 @@ import (
 // path counts a record that fails), and every record arrives as it was
 // written (key, value, headers, timestamp), in single and group mode.
 func TestGrownPartitionsWaitForTarget(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		extra []string
@@ -31,7 +32,10 @@ func TestGrownPartitionsWaitForTarget(t *testing.T) {
 		{"passthrough group", []string{"kmirror.workers = group"}},
 		{"record path", []string{recordPath}},
 	} {
-		t.Run(tt.name, func(t *testing.T) { grownPartitions(t, tt.extra...) })
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			grownPartitions(t, tt.extra...)
+		})
 	}
 }
 
@@ -174,6 +178,7 @@ func (w *writer) stop() {
 // start says how many wait, and /ready answers 503, while the other topic
 // is copied and running.
 func TestUncreatableRemoteTopicVisible(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	good := testkafka.Topic(t, "fine")

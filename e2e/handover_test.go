@@ -24,10 +24,20 @@ import (
 // The target topic starts with records of its own, so target offsets
 // differ from source ones.
 func TestWorkersHandoverCheckpoint(t *testing.T) {
-	t.Run("passthrough", func(t *testing.T) { handoverCheckpoint(t) })
-	t.Run("record path", func(t *testing.T) { handoverCheckpoint(t, recordPath) })
+	t.Parallel()
+	t.Run("passthrough", func(t *testing.T) {
+		t.Parallel()
+		handoverCheckpoint(t)
+	})
+	t.Run("record path", func(t *testing.T) {
+		t.Parallel()
+		handoverCheckpoint(t, recordPath)
+	})
 	// Exactly-once: the partitions move with their slots.
-	t.Run("exactly-once", func(t *testing.T) { handoverCheckpoint(t, exactlyOnce) })
+	t.Run("exactly-once", func(t *testing.T) {
+		t.Parallel()
+		handoverCheckpoint(t, exactlyOnce)
+	})
 }
 
 // exactlyOnce makes handoverCheckpoint's flow exactly-once; as a

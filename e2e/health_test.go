@@ -16,8 +16,15 @@ import (
 // stalled in /flows, the metrics and /ready while the target is down,
 // and running again after it returns, with every record copied once.
 func TestPartitionHealth(t *testing.T) {
-	t.Run("passthrough", func(t *testing.T) { partitionHealth(t) })
-	t.Run("record path", func(t *testing.T) { partitionHealth(t, recordPath) })
+	t.Parallel()
+	t.Run("passthrough", func(t *testing.T) {
+		t.Parallel()
+		partitionHealth(t)
+	})
+	t.Run("record path", func(t *testing.T) {
+		t.Parallel()
+		partitionHealth(t, recordPath)
+	})
 }
 
 func partitionHealth(t *testing.T, extra ...string) {

@@ -124,6 +124,7 @@ func (k *kdc) keytab(t *testing.T, principal string) string {
 // Krb5LoginModule with a key tab on the source side, with a ticket cache
 // made by kinit on the target side, and sasl.kerberos.service.name.
 func TestKerberos(t *testing.T) {
+	t.Parallel()
 	k := startKDC(t)
 	brokerKeytab := k.keytab(t, "kafka/127.0.0.1@"+realm)
 	clientKeytab := k.keytab(t, "kmirror@"+realm)

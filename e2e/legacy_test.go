@@ -39,6 +39,7 @@ func legacyVersions(env, def string) []string {
 // a group's offsets on the source are synced to the target so that the
 // group resumes there where it stopped (failover).
 func TestLegacySource(t *testing.T) {
+	t.Parallel()
 	for _, sv := range legacyVersions(envLegacySources, "2.8.2") {
 		for _, tv := range legacyVersions(envLegacyTargets, "") {
 			name := sv + "->" + tv

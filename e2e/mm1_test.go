@@ -24,6 +24,7 @@ func startMM1(t *testing.T, tmp string, args ...string) *proc {
 // group on the source, SIGTERM stops cleanly and removes the generated
 // file, and a restart copies nothing twice.
 func TestMM1(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	prefix := testkafka.Topic(t, "mm1")

@@ -15,6 +15,7 @@ import (
 // consumer.config starts where that group stands instead of copying the
 // topic again from its start.
 func TestMM1StartsWhereTheGroupStands(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "mm1group")

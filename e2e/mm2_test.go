@@ -66,6 +66,7 @@ func savedProgress(t *testing.T, c *testkafka.Cluster, src string) map[int32]int
 // TestResumeFromMM2 runs Apache MM2 on a flow, stops it, and runs kmirror
 // on the same file: kmirror continues where MM2 saved its progress.
 func TestResumeFromMM2(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "frommm2")
@@ -110,6 +111,7 @@ func TestResumeFromMM2(t *testing.T) {
 // TestMM2ResumesFromKmirror is the reverse switch: kmirror runs a flow and
 // stops; Apache MM2 on the same file continues from kmirror's progress.
 func TestMM2ResumesFromKmirror(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "tomm2")

@@ -16,11 +16,18 @@ import (
 // records after it are not skipped onto the target, and other partitions
 // go on.
 func TestOversizedRecordStopsPartition(t *testing.T) {
+	t.Parallel()
 	// The record path learns the limit from the target's MESSAGE_TOO_LARGE;
 	// passthrough checks batches against the topic's max.message.bytes
 	// before it sends them.
-	t.Run("record path", func(t *testing.T) { oversized(t, "MESSAGE_TOO_LARGE", recordPath) })
-	t.Run("passthrough", func(t *testing.T) { oversized(t, "the target accepts 20000") })
+	t.Run("record path", func(t *testing.T) {
+		t.Parallel()
+		oversized(t, "MESSAGE_TOO_LARGE", recordPath)
+	})
+	t.Run("passthrough", func(t *testing.T) {
+		t.Parallel()
+		oversized(t, "the target accepts 20000")
+	})
 }
 
 func oversized(t *testing.T, reason string, extra ...string) {

@@ -175,6 +175,7 @@ func rawBatches(t *testing.T, c *testkafka.Cluster, topic string, partition int3
 // tombstones and committed and aborted transactions, and checks that the
 // target holds the same records in batches of the source's codecs.
 func TestPassthroughCodecs(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "ptcodecs")
@@ -292,6 +293,7 @@ func checkSyncs(t *testing.T, b *testkafka.Cluster, syncsTopic, topic string, sr
 // a new one from the saved progress, and checks that nothing is lost or
 // copied twice.
 func TestPassthroughRestart(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "ptrestart")
@@ -351,6 +353,7 @@ func TestPassthroughRestart(t *testing.T) {
 // target, and a record too large for the target, which stops the partition
 // at its offset after copying the records before it.
 func TestPassthroughFallbacks(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "ptfallback")
@@ -431,6 +434,7 @@ func headerValue(r *kgo.Record, key string) (string, bool) {
 // everything: performance is measured by bench/ and the Go benchmarks.
 // KMIRROR_PT_MB sets the size (default 8, enough to exercise many batches).
 func TestPassthroughThroughput(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	mb := 8

@@ -149,6 +149,7 @@ func (ps *promServer) alertState(t *testing.T, name, topic string) string {
 // keep arriving upstream and waits until KmirrorRecordCountNotGrowing
 // fires for the stalled partition.
 func TestPrometheusAlertsOnStall(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "prom")
@@ -271,6 +272,7 @@ func checkDashboard(t *testing.T, ps *promServer) {
 // the REST token and are not on the metrics listener, and that a TLS
 // certificate that cannot be loaded stops kmirror at start.
 func TestHTTPHardening(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "http")
@@ -334,6 +336,7 @@ func TestHTTPHardening(t *testing.T) {
 // Passthrough estimates compressed batches between samples (every 5 s),
 // so it is allowed 10 %.
 func TestByteCountIsValueBytes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		extra []string
@@ -343,6 +346,7 @@ func TestByteCountIsValueBytes(t *testing.T) {
 		{"passthrough", nil, 0.1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			cs := testkafka.Shared(t, 2)
 			a, b := cs[0], cs[1]
 			topic := testkafka.Topic(t, "bytes")

@@ -81,8 +81,15 @@ func produceTxn(t *testing.T, c *testkafka.Cluster, topic string, partitions int
 }
 
 func TestReplicateRecordsExactly(t *testing.T) {
-	t.Run("record path", func(t *testing.T) { replicateExactly(t, []string{recordPath}) })
-	t.Run("passthrough", func(t *testing.T) { replicateExactly(t, []string{"kmirror.passthrough.enabled = true"}) })
+	t.Parallel()
+	t.Run("record path", func(t *testing.T) {
+		t.Parallel()
+		replicateExactly(t, []string{recordPath})
+	})
+	t.Run("passthrough", func(t *testing.T) {
+		t.Parallel()
+		replicateExactly(t, []string{"kmirror.passthrough.enabled = true"})
+	})
 }
 
 func replicateExactly(t *testing.T, extra []string) {

@@ -18,9 +18,19 @@ import (
 // pause, resume, restart, reload (good and bad files), and the token, on
 // both data paths.
 func TestRESTControl(t *testing.T) {
-	t.Run("passthrough", func(t *testing.T) { restControl(t) })
-	t.Run("record path", func(t *testing.T) { restControl(t, recordPath) })
-	t.Run("record path two lanes", func(t *testing.T) { restControl(t, recordPath, twoLanes) })
+	t.Parallel()
+	t.Run("passthrough", func(t *testing.T) {
+		t.Parallel()
+		restControl(t)
+	})
+	t.Run("record path", func(t *testing.T) {
+		t.Parallel()
+		restControl(t, recordPath)
+	})
+	t.Run("record path two lanes", func(t *testing.T) {
+		t.Parallel()
+		restControl(t, recordPath, twoLanes)
+	})
 }
 
 func restControl(t *testing.T, extra ...string) {

@@ -17,6 +17,7 @@ const oauthModule = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLog
 // loudly without printing it. Then kmirror mm1 copies the topic with a
 // MirrorMaker 1 producer file that uses a JKS trust store.
 func TestSecureTarget(t *testing.T) {
+	t.Parallel()
 	a := testkafka.Shared(t, 1)[0]
 	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true, Config: map[string]string{
 		"listener.name.sasl_ssl.sasl.enabled.mechanisms":      "SCRAM-SHA-512,PLAIN,OAUTHBEARER",

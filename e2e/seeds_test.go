@@ -126,6 +126,7 @@ type copied struct {
 // listed, or fails with exactly the error listed, and kmirror run or
 // kmirror mm1 copies records that are then compared one by one.
 func TestSeedsAsPrinted(t *testing.T) {
+	t.Parallel()
 	const scram256 = "SCRAM-SHA-512,PLAIN,SCRAM-SHA-256"
 	cs := testkafka.Start(t, testkafka.Options{Clusters: 2, Nodes: 3, Secure: true, Config: map[string]string{
 		"sasl.enabled.mechanisms":                               scram256,

@@ -16,6 +16,7 @@ import (
 // have no effect and typos are each warned about with file:line while the
 // flow copies, and bad numbers stop kmirror with file:line.
 func TestStrictConfig(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	src, dst := alias(t, "a"), alias(t, "b")
@@ -80,6 +81,7 @@ func TestStrictConfig(t *testing.T) {
 // runs a heartbeat herder for every pair, so heartbeats flow both ways;
 // kmirror, on the same kind of file, does the same.
 func TestHeartbeatsOnly(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	beats := func(c *testkafka.Cluster, from, to string) int {

@@ -16,12 +16,14 @@ import (
 // the throttle it takes about one. Only the lower bound is checked; a
 // loaded machine may take longer.
 func TestThrottle(t *testing.T) {
+	t.Parallel()
 	for _, pt := range []bool{false, true} {
 		name := "record path"
 		if pt {
 			name = "passthrough"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			cs := testkafka.Shared(t, 2)
 			a, b := cs[0], cs[1]
 			topic := testkafka.Topic(t, "throttle")
@@ -56,6 +58,7 @@ func TestThrottle(t *testing.T) {
 }
 
 func TestThrottleBadValue(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	cfg := writeFile(t, "mm2.properties", mm2Config("s", "d", cs[0], cs[1], "s->d.kmirror.throttle.bytes.per.second = fast"))
 	out, code := runKmirror(t, 60*time.Second, "run", cfg)

@@ -29,6 +29,7 @@ func startClientAuth(t *testing.T, dir string, extra map[string]string) *testkaf
 // password) on the source side, PKCS12 stores on the target side. Without
 // a key store the broker refuses kmirror. No store password is logged.
 func TestTLSStores(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sec := startClientAuth(t, dir, nil)
 	plain := testkafka.Shared(t, 1)[0]
@@ -135,6 +136,7 @@ func TestTLSStores(t *testing.T) {
 // (User:CN=kmirror), which comes from a PKCS12 key store made by keytool.
 // A self-signed certificate with the same name is refused.
 func TestMTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	sec := startClientAuth(t, dir, map[string]string{
 		// The SASL_SSL listener is turned into an SSL one.

@@ -42,6 +42,7 @@ func topicNames(t *testing.T, c *testkafka.Cluster) map[string]bool {
 // TestTopicSelectionAndNaming covers topics.exclude and a custom separator,
 // and checks that the remote topic gets the source's partitions and configs.
 func TestTopicSelectionAndNaming(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	prefix := testkafka.Topic(t, "sel")
@@ -94,6 +95,7 @@ func TestTopicSelectionAndNaming(t *testing.T) {
 // TestNewTopicsAndPartitionsFollowed creates a topic and adds partitions
 // while kmirror runs.
 func TestNewTopicsAndPartitionsFollowed(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	prefix := testkafka.Topic(t, "grow")
@@ -133,8 +135,10 @@ func TestNewTopicsAndPartitionsFollowed(t *testing.T) {
 // TestActiveActive runs A->B and B->A in one process, with the default
 // policy and with the identity policy.
 func TestActiveActive(t *testing.T) {
+	t.Parallel()
 	for _, identity := range []bool{false, true} {
 		t.Run(fmt.Sprintf("identity=%v", identity), func(t *testing.T) {
+			t.Parallel()
 			cs := testkafka.Shared(t, 2)
 			a, b := cs[0], cs[1]
 			topic := testkafka.Topic(t, "aa")
@@ -207,6 +211,7 @@ func TestActiveActive(t *testing.T) {
 // TestGapReported deletes records upstream while kmirror is down and checks
 // that it reports the lost range and copies the rest.
 func TestGapReported(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "gap")
@@ -257,6 +262,7 @@ func TestGapReported(t *testing.T) {
 // kmirror is down, with more records than before: without a check, the old
 // progress would silently skip the new topic's first records.
 func TestRecreatedTopicReported(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "recreate")
@@ -302,6 +308,7 @@ func TestRecreatedTopicReported(t *testing.T) {
 // start (some records may come twice, none is missing) and the
 // re-creation is reported.
 func TestRecreatedTopicWhileRunning(t *testing.T) {
+	t.Parallel()
 	// The record path's franz-go consumer keeps fetching with the old
 	// topic ID (UNKNOWN_TOPIC_ID, logged in a tight loop) and never
 	// reaches the new topic; the same before the data paths shared
@@ -318,6 +325,7 @@ func TestRecreatedTopicWhileRunning(t *testing.T) {
 		{"group record path", []string{"kmirror.workers = group", recordPath}, stale},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			if tt.skip != "" {
 				t.Skip(tt.skip)
 			}

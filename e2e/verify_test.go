@@ -14,6 +14,7 @@ import (
 // TestVerify: kmirror verify proves a copy complete, and catches a record on
 // the target that did not come from the source.
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "verify")

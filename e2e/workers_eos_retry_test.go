@@ -22,8 +22,15 @@ import (
 // rebalance, the partitions run and every record is copied exactly once.
 // It runs on passthrough (the default) and on the record path.
 func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
-	t.Run("passthrough", func(t *testing.T) { slotRetry(t) })
-	t.Run("record path", func(t *testing.T) { slotRetry(t, recordPath) })
+	t.Parallel()
+	t.Run("passthrough", func(t *testing.T) {
+		t.Parallel()
+		slotRetry(t)
+	})
+	t.Run("record path", func(t *testing.T) {
+		t.Parallel()
+		slotRetry(t, recordPath)
+	})
 }
 
 func slotRetry(t *testing.T, extra ...string) {

@@ -21,8 +21,15 @@ import (
 // see every source record exactly once, in source order per partition. It
 // runs on passthrough (the default) and on the record path.
 func TestWorkersExactlyOnce(t *testing.T) {
-	t.Run("passthrough", func(t *testing.T) { workersExactlyOnce(t) })
-	t.Run("record path", func(t *testing.T) { workersExactlyOnce(t, recordPath) })
+	t.Parallel()
+	t.Run("passthrough", func(t *testing.T) {
+		t.Parallel()
+		workersExactlyOnce(t)
+	})
+	t.Run("record path", func(t *testing.T) {
+		t.Parallel()
+		workersExactlyOnce(t, recordPath)
+	})
 }
 
 // dataPathRan fails t unless every worker ran the data path that extra

@@ -19,8 +19,15 @@ import (
 // one is killed with SIGKILL under load and the other takes its partitions
 // over. Nothing is lost.
 func TestWorkersShareAndTakeOver(t *testing.T) {
-	t.Run("passthrough", func(t *testing.T) { workersTakeOver(t) })
-	t.Run("record path", func(t *testing.T) { workersTakeOver(t, recordPath) })
+	t.Parallel()
+	t.Run("passthrough", func(t *testing.T) {
+		t.Parallel()
+		workersTakeOver(t)
+	})
+	t.Run("record path", func(t *testing.T) {
+		t.Parallel()
+		workersTakeOver(t, recordPath)
+	})
 }
 
 func workersTakeOver(t *testing.T, extra ...string) {
