@@ -89,6 +89,9 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	c := &Config{Path: name, Props: props, ClusterProps: map[string]map[string]string{},
 		clusterSet: map[string]bool{}, clusters: map[string]layer{}, warned: map[string]bool{}}
 	var errs errorList
+	for _, e := range props.twoKeys() {
+		errs.add(e)
+	}
 	resolveProviders(props, name, lookupEnv, &errs)
 	c.parseClusters(&errs)
 	c.parseREST(&errs)

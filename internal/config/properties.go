@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -162,7 +163,48 @@ func ParseProperties(name string, data []byte) (*Properties, error) {
 		}
 		p.set(key, value, name, line)
 	}
+	if m := originsOf(name); m != nil {
+		for k, e := range p.m {
+			if o, ok := m[k]; ok {
+				e.file, e.line = o.File, o.Line
+			}
+		}
+	}
 	return p, nil
+}
+
+// Origin is where a key of a generated file was written by the user: a file
+// and line, or (Line 0) a command-line flag such as "--replication.factor".
+type Origin struct {
+	File string
+	Line int
+}
+
+var (
+	originsMu sync.Mutex
+	origins   = map[string]map[string]Origin{}
+)
+
+// SetOrigins makes ParseProperties, and so Load and Parse, report each key
+// of m read from the file called name at m's position instead of its line
+// in name, in errors, warnings, File and Line. kmirror mm1 registers the MM2
+// file it generates from MirrorMaker 1's client files and flags, so that
+// every message names the user's file and line (or flag). A nil m removes
+// the entry.
+func SetOrigins(name string, m map[string]Origin) {
+	originsMu.Lock()
+	defer originsMu.Unlock()
+	if m == nil {
+		delete(origins, name)
+		return
+	}
+	origins[name] = m
+}
+
+func originsOf(name string) map[string]Origin {
+	originsMu.Lock()
+	defer originsMu.Unlock()
+	return origins[name]
 }
 
 func decode(data []byte) string {
