@@ -79,10 +79,17 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 // (useful for its Warnings) together with all errors joined; each is a
 // *Error.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	return ParseWithOrigins(name, data, lookupEnv, originsOf(name))
+}
+
+// ParseWithOrigins is Parse for a generated file: keys listed in origins
+// are reported at those positions (see SetOrigins) instead of their lines
+// in name.
+func ParseWithOrigins(name string, data []byte, lookupEnv func(string) (string, bool), origins map[string]Origin) (*Config, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
-	props, err := ParseProperties(name, data)
+	props, err := parseProperties(name, data, origins)
 	if err != nil {
 		return nil, err
 	}

@@ -149,6 +149,12 @@ func (p *Properties) lookup(key string) (*entry, bool) {
 // ISO-8859-1 for files that are not valid UTF-8. A leading BOM is ignored.
 // name is used in positions (FILE:LINE).
 func ParseProperties(name string, data []byte) (*Properties, error) {
+	return parseProperties(name, data, originsOf(name))
+}
+
+// parseProperties is ParseProperties with the positions of origins (see
+// SetOrigins) in place of those in name.
+func parseProperties(name string, data []byte, origins map[string]Origin) (*Properties, error) {
 	text := decode(data)
 	p := &Properties{m: map[string]*entry{}}
 	lr := lineReader{s: text, line: 1}
@@ -163,9 +169,9 @@ func ParseProperties(name string, data []byte) (*Properties, error) {
 		}
 		p.set(key, value, name, line)
 	}
-	if m := originsOf(name); m != nil {
+	if origins != nil {
 		for k, e := range p.m {
-			if o, ok := m[k]; ok {
+			if o, ok := origins[k]; ok {
 				e.file, e.line = o.File, o.Line
 			}
 		}

@@ -21,8 +21,9 @@ import (
 // TwoKeysOnOneLine returns, for every key whose value (as written, before
 // config providers) holds "KEY=" of a known Kafka client, Connect, MM2 or
 // kmirror key after a blank, an *Error at the key's file and line; nil when
-// there is none. Text inside double quotes (JAAS options) and after a " #"
-// (a note, see TrailingComment) is not looked at.
+// there is none. Text inside double quotes, the options of a JAAS
+// configuration and a note after " #" (see TrailingComment) are not looked
+// at.
 func (p *Properties) TwoKeysOnOneLine() error {
 	errs := p.twoKeys()
 	if len(errs) == 0 {
@@ -39,7 +40,7 @@ func (p *Properties) twoKeys() []*Error {
 	var errs []*Error
 	for _, k := range p.Keys() {
 		e := p.m[k]
-		if hidden := hiddenKey(e.raw); hidden != "" {
+		if hidden := hiddenKey(k, e.raw); hidden != "" {
 			errs = append(errs, &Error{File: e.file, Line: e.line, Key: k, Msg: twoKeysMsg(k, hidden)})
 		}
 	}
@@ -53,11 +54,18 @@ func twoKeysMsg(key, hidden string) string {
 }
 
 // hiddenKey returns the first known key written as "KEY=" (or "KEY =")
-// after a blank inside value v, or "".
-func hiddenKey(v string) string {
+// after a blank inside the value v of key, or "". In a JAAS configuration
+// (sasl.jaas.config), whose options are NAME=VALUE too, only what follows
+// the entry's closing ';' is looked at.
+func hiddenKey(key, v string) string {
 	toks := valueTokens(v)
+	jaas := strings.HasSuffix(key, "sasl.jaas.config")
 	for i := 1; i < len(toks); i++ {
 		t := toks[i]
+		if jaas {
+			jaas = !strings.HasSuffix(t, ";")
+			continue
+		}
 		if t == "#" || strings.HasPrefix(t, "#") {
 			return "" // a note follows; TrailingComment warns about it
 		}

@@ -267,10 +267,7 @@ func (tr *Translation) origin(key string) (line, bool) {
 // the client properties as the flow will when it starts, naming the user's
 // files and flags in errors. It returns the keys kmirror does not use.
 func (tr *Translation) Check(o *Options) (unused []string, err error) {
-	name := fmt.Sprintf("kmirror mm1 (generated %p)", tr) // unique while registered
-	config.SetOrigins(name, tr.Origins())
-	cfg, err := config.Parse(name, tr.Properties(false), nil)
-	config.SetOrigins(name, nil)
+	cfg, err := config.ParseWithOrigins("kmirror mm1", tr.Properties(false), nil, tr.Origins())
 	if cfg != nil {
 		tr.ConfigWarnings = cfg.Warnings
 	}
