@@ -293,7 +293,7 @@ func mm1Cmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror mm1: invalid configuration:")
 		fmt.Fprintln(stderr, err)
-		for _, w := range tr.Warnings {
+		for _, w := range append(tr.Warnings, tr.ConfigWarnings...) {
 			fmt.Fprintln(stderr, "warning:", w)
 		}
 		return 1

@@ -105,7 +105,7 @@ func ParseWithOrigins(name string, data []byte, lookupEnv func(string) (string, 
 	for _, k := range props.Keys() {
 		c.checkKey(k, &errs)
 		if v, _ := c.Props.Get(k); !c.Props.Resolved(k) && TrailingComment(v) != "" {
-			c.warn(k, "%s", TrailingCommentWarning(k, v))
+			c.warn(k, "%s", TrailingCommentWarning(c.Props.SourceKey(k), v))
 		}
 	}
 	for _, a := range c.Clusters {

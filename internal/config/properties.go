@@ -23,7 +23,8 @@ type entry struct {
 	raw      string // value as written in the file
 	file     string
 	line     int
-	resolved bool // value came (at least partly) from a config provider
+	resolved bool   // value came (at least partly) from a config provider
+	srcKey   string // the key as the user wrote it, when an Origin says so
 }
 
 // NewProperties builds Properties from a map, with keys in sorted order and no
@@ -77,6 +78,14 @@ func (p *Properties) File(key string) string {
 		return e.file
 	}
 	return ""
+}
+
+// SourceKey returns key as the user wrote it (see Origin), or key.
+func (p *Properties) SourceKey(key string) string {
+	if e, ok := p.lookup(key); ok && e.srcKey != "" {
+		return e.srcKey
+	}
+	return key
 }
 
 // Keys returns all keys in file order.
@@ -172,7 +181,7 @@ func parseProperties(name string, data []byte, origins map[string]Origin) (*Prop
 	if origins != nil {
 		for k, e := range p.m {
 			if o, ok := origins[k]; ok {
-				e.file, e.line = o.File, o.Line
+				e.file, e.line, e.srcKey = o.File, o.Line, o.Key
 			}
 		}
 	}
@@ -180,10 +189,12 @@ func parseProperties(name string, data []byte, origins map[string]Origin) (*Prop
 }
 
 // Origin is where a key of a generated file was written by the user: a file
-// and line, or (Line 0) a command-line flag such as "--replication.factor".
+// and line, or (Line 0) a command-line flag such as "--replication.factor";
+// Key is the key as the user wrote it, if it differs.
 type Origin struct {
 	File string
 	Line int
+	Key  string
 }
 
 var (

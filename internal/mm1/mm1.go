@@ -54,7 +54,7 @@ func CleanTopicRegex(s string) string {
 type line struct {
 	key, value string
 	origin     string        // "FILE:LINE" or a flag
-	at         config.Origin // the same, as a position
+	at         config.Origin // the same, as a position (and the user's key)
 	userKey    string        // the key in the user's file, if any
 }
 
@@ -134,10 +134,12 @@ func Translate(o *Options, cons, prod *config.Properties) (*Translation, error) 
 		var dropped []string
 		for _, k := range f.props.Keys() {
 			v, _ := f.props.Get(k)
-			at := config.Origin{File: f.props.File(k), Line: f.props.Line(k)}
+			at := config.Origin{File: f.props.File(k), Line: f.props.Line(k), Key: k}
 			origin := fmt.Sprintf("%s:%d", at.File, at.Line)
 			l := line{value: v, origin: origin, at: at, userKey: k}
-			if config.TrailingComment(v) != "" {
+			if config.TrailingComment(v) != "" && f.dropped[k] != "" && (f.role != "consumer" || k != "group.id") {
+				// Keys that reach the generated file are warned about by
+				// config.Parse, at this position (see Check).
 				tr.Warnings = append(tr.Warnings, origin+": "+config.TrailingCommentWarning(k, v))
 			}
 			switch {
@@ -151,7 +153,7 @@ func Translate(o *Options, cons, prod *config.Properties) (*Translation, error) 
 				providers[k] = l
 			case f.role == "consumer" && k == "group.id":
 				// MM1 replicated through this group: start where it stands.
-				add(s+"->"+t+"."+config.StartGroupKey, v, origin)
+				tr.lines = append(tr.lines, line{key: s + "->" + t + "." + config.StartGroupKey, value: v, origin: origin, at: at, userKey: k})
 				tr.Notes = append(tr.Notes, fmt.Sprintf("%s: group.id %s: partitions without kmirror progress start at this group's committed offsets, as MM1 resumed; kmirror commits nothing to it", origin, v))
 				continue
 			case f.dropped[k] != "":
