@@ -293,13 +293,13 @@ func mm1Cmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror mm1: invalid configuration:")
 		fmt.Fprintln(stderr, err)
-		for _, w := range tr.Warnings {
+		for _, w := range append(tr.Warnings, tr.ConfigWarnings...) {
 			fmt.Fprintln(stderr, "warning:", w)
 		}
 		return 1
 	}
 	if o.printConfig {
-		for _, w := range append(o.notes, tr.Warnings...) {
+		for _, w := range append(append(o.notes, tr.Warnings...), tr.ConfigWarnings...) {
 			fmt.Fprintln(stderr, "warning:", w)
 		}
 		stdout.Write(tr.Properties(true))
@@ -309,7 +309,10 @@ func mm1Cmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // runMM1 writes the generated configuration to a private temporary file and
-// runs it exactly as "kmirror run" does. The file is removed on exit.
+// runs it exactly as "kmirror run" does. The file is removed on exit. Every
+// key of it is registered with the user's file and line (or flag) that
+// supplied it, so that warnings and errors name those, never the temporary
+// file; replication factor errors name --replication.factor.
 func runMM1(o *mm1Options, tr *mm1.Translation, unused []string, log *slog.Logger, stdout, stderr io.Writer) int {
 	for _, n := range o.notes {
 		log.Warn(n) // a flag that does nothing here
@@ -343,5 +346,7 @@ func runMM1(o *mm1Options, tr *mm1.Translation, unused []string, log *slog.Logge
 		fmt.Fprintln(stderr, "kmirror mm1:", werr)
 		return 1
 	}
-	return runCmd(append(o.runArgs, f.Name()), stdout, stderr)
+	config.SetOrigins(f.Name(), tr.Origins())
+	defer config.SetOrigins(f.Name(), nil)
+	return runCmd(append(o.runArgs, f.Name()), stdout, o.ExplainWriter(stderr))
 }

@@ -79,23 +79,33 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 // (useful for its Warnings) together with all errors joined; each is a
 // *Error.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	return ParseWithOrigins(name, data, lookupEnv, originsOf(name))
+}
+
+// ParseWithOrigins is Parse for a generated file: keys listed in origins
+// are reported at those positions (see SetOrigins) instead of their lines
+// in name.
+func ParseWithOrigins(name string, data []byte, lookupEnv func(string) (string, bool), origins map[string]Origin) (*Config, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
-	props, err := ParseProperties(name, data)
+	props, err := parseProperties(name, data, origins)
 	if err != nil {
 		return nil, err
 	}
 	c := &Config{Path: name, Props: props, ClusterProps: map[string]map[string]string{},
 		clusterSet: map[string]bool{}, clusters: map[string]layer{}, warned: map[string]bool{}}
 	var errs errorList
+	for _, e := range props.twoKeys() {
+		errs.add(e)
+	}
 	resolveProviders(props, name, lookupEnv, &errs)
 	c.parseClusters(&errs)
 	c.parseREST(&errs)
 	for _, k := range props.Keys() {
 		c.checkKey(k, &errs)
 		if v, _ := c.Props.Get(k); !c.Props.Resolved(k) && TrailingComment(v) != "" {
-			c.warn(k, "%s", TrailingCommentWarning(k, v))
+			c.warn(k, "%s", TrailingCommentWarning(c.Props.SourceKey(k), v))
 		}
 	}
 	for _, a := range c.Clusters {

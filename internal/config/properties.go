@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -22,7 +23,8 @@ type entry struct {
 	raw      string // value as written in the file
 	file     string
 	line     int
-	resolved bool // value came (at least partly) from a config provider
+	resolved bool   // value came (at least partly) from a config provider
+	srcKey   string // the key as the user wrote it, when an Origin says so
 }
 
 // NewProperties builds Properties from a map, with keys in sorted order and no
@@ -76,6 +78,14 @@ func (p *Properties) File(key string) string {
 		return e.file
 	}
 	return ""
+}
+
+// SourceKey returns key as the user wrote it (see Origin), or key.
+func (p *Properties) SourceKey(key string) string {
+	if e, ok := p.lookup(key); ok && e.srcKey != "" {
+		return e.srcKey
+	}
+	return key
 }
 
 // Keys returns all keys in file order.
@@ -148,6 +158,12 @@ func (p *Properties) lookup(key string) (*entry, bool) {
 // ISO-8859-1 for files that are not valid UTF-8. A leading BOM is ignored.
 // name is used in positions (FILE:LINE).
 func ParseProperties(name string, data []byte) (*Properties, error) {
+	return parseProperties(name, data, originsOf(name))
+}
+
+// parseProperties is ParseProperties with the positions of origins (see
+// SetOrigins) in place of those in name.
+func parseProperties(name string, data []byte, origins map[string]Origin) (*Properties, error) {
 	text := decode(data)
 	p := &Properties{m: map[string]*entry{}}
 	lr := lineReader{s: text, line: 1}
@@ -162,7 +178,50 @@ func ParseProperties(name string, data []byte) (*Properties, error) {
 		}
 		p.set(key, value, name, line)
 	}
+	if origins != nil {
+		for k, e := range p.m {
+			if o, ok := origins[k]; ok {
+				e.file, e.line, e.srcKey = o.File, o.Line, o.Key
+			}
+		}
+	}
 	return p, nil
+}
+
+// Origin is where a key of a generated file was written by the user: a file
+// and line, or (Line 0) a command-line flag such as "--replication.factor";
+// Key is the key as the user wrote it, if it differs.
+type Origin struct {
+	File string
+	Line int
+	Key  string
+}
+
+var (
+	originsMu sync.Mutex
+	origins   = map[string]map[string]Origin{}
+)
+
+// SetOrigins makes ParseProperties, and so Load and Parse, report each key
+// of m read from the file called name at m's position instead of its line
+// in name, in errors, warnings, File and Line. kmirror mm1 registers the MM2
+// file it generates from MirrorMaker 1's client files and flags, so that
+// every message names the user's file and line (or flag). A nil m removes
+// the entry.
+func SetOrigins(name string, m map[string]Origin) {
+	originsMu.Lock()
+	defer originsMu.Unlock()
+	if m == nil {
+		delete(origins, name)
+		return
+	}
+	origins[name] = m
+}
+
+func originsOf(name string) map[string]Origin {
+	originsMu.Lock()
+	defer originsMu.Unlock()
+	return origins[name]
 }
 
 func decode(data []byte) string {

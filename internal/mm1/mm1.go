@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/kmirror/kmirror/internal/clients"
@@ -52,8 +53,9 @@ func CleanTopicRegex(s string) string {
 // line is one key of the generated MM2 file and where it came from.
 type line struct {
 	key, value string
-	origin     string // "FILE:LINE" or a flag
-	userKey    string // the key in the user's file, if any
+	origin     string        // "FILE:LINE" or a flag
+	at         config.Origin // the same, as a position (and the user's key)
+	userKey    string        // the key in the user's file, if any
 }
 
 // Client keys that MM1 overrides or that have no meaning for kmirror, which
@@ -77,6 +79,9 @@ type Translation struct {
 	lines    []line
 	Notes    []string // what the user should know about the translation
 	Warnings []string // what in the user's files is probably a mistake
+	// ConfigWarnings are the warnings "kmirror run" gives for the generated
+	// configuration, set by Check; they name the user's files and lines.
+	ConfigWarnings []string
 }
 
 // Translate turns the options and the two client files into MM2 keys.
@@ -84,7 +89,13 @@ func Translate(o *Options, cons, prod *config.Properties) (*Translation, error) 
 	s, t := o.Source, o.Target
 	tr := &Translation{}
 	add := func(key, value, origin string) {
-		tr.lines = append(tr.lines, line{key: key, value: value, origin: origin})
+		at := config.Origin{File: origin}
+		if f, n, ok := splitPosition(origin); ok {
+			at = config.Origin{File: f, Line: n}
+		} else if gen, _, ok := strings.Cut(origin, ":"); ok && gen == "kmirror mm1" {
+			at.File = gen // the note after the colon is for --print-config only
+		}
+		tr.lines = append(tr.lines, line{key: key, value: value, origin: origin, at: at})
 	}
 	add("clusters", s+", "+t, "kmirror mm1")
 	add(s+"->"+t+".enabled", "true", "kmirror mm1")
@@ -123,9 +134,12 @@ func Translate(o *Options, cons, prod *config.Properties) (*Translation, error) 
 		var dropped []string
 		for _, k := range f.props.Keys() {
 			v, _ := f.props.Get(k)
-			origin := fmt.Sprintf("%s:%d", f.props.File(k), f.props.Line(k))
-			l := line{value: v, origin: origin, userKey: k}
-			if config.TrailingComment(v) != "" {
+			at := config.Origin{File: f.props.File(k), Line: f.props.Line(k), Key: k}
+			origin := fmt.Sprintf("%s:%d", at.File, at.Line)
+			l := line{value: v, origin: origin, at: at, userKey: k}
+			if config.TrailingComment(v) != "" && f.dropped[k] != "" && (f.role != "consumer" || k != "group.id") {
+				// Keys that reach the generated file are warned about by
+				// config.Parse, at this position (see Check).
 				tr.Warnings = append(tr.Warnings, origin+": "+config.TrailingCommentWarning(k, v))
 			}
 			switch {
@@ -139,7 +153,7 @@ func Translate(o *Options, cons, prod *config.Properties) (*Translation, error) 
 				providers[k] = l
 			case f.role == "consumer" && k == "group.id":
 				// MM1 replicated through this group: start where it stands.
-				add(s+"->"+t+"."+config.StartGroupKey, v, origin)
+				tr.lines = append(tr.lines, line{key: s + "->" + t + "." + config.StartGroupKey, value: v, origin: origin, at: at, userKey: k})
 				tr.Notes = append(tr.Notes, fmt.Sprintf("%s: group.id %s: partitions without kmirror progress start at this group's committed offsets, as MM1 resumed; kmirror commits nothing to it", origin, v))
 				continue
 			case f.dropped[k] != "":
@@ -216,6 +230,30 @@ func escapeProps(s string, key bool) string {
 	return b.String()
 }
 
+// splitPosition splits "FILE:LINE".
+func splitPosition(s string) (string, int, bool) {
+	i := strings.LastIndexByte(s, ':')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil || n <= 0 {
+		return "", 0, false
+	}
+	return s[:i], n, true
+}
+
+// Origins maps every generated key to the user's file and line, or flag,
+// that supplied it. Registered with config.SetOrigins for the generated
+// file, it makes "kmirror run"'s messages name the user's files.
+func (tr *Translation) Origins() map[string]config.Origin {
+	m := make(map[string]config.Origin, len(tr.lines))
+	for _, l := range tr.lines {
+		m[l.key] = l.at
+	}
+	return m
+}
+
 // origin returns the position in the user's files or flags that supplied a
 // generated key.
 func (tr *Translation) origin(key string) (line, bool) {
@@ -231,7 +269,10 @@ func (tr *Translation) origin(key string) (line, bool) {
 // the client properties as the flow will when it starts, naming the user's
 // files and flags in errors. It returns the keys kmirror does not use.
 func (tr *Translation) Check(o *Options) (unused []string, err error) {
-	cfg, err := config.Parse("kmirror mm1", tr.Properties(false), nil)
+	cfg, err := config.ParseWithOrigins("kmirror mm1", tr.Properties(false), nil, tr.Origins())
+	if cfg != nil {
+		tr.ConfigWarnings = cfg.Warnings
+	}
 	if err != nil {
 		return nil, tr.mapConfigErrors(err)
 	}
@@ -323,6 +364,9 @@ func ReadClientFile(flagName, path string) (*config.Properties, error) {
 	}
 	p, err := config.ParseProperties(path, data)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.TwoKeysOnOneLine(); err != nil {
 		return nil, err
 	}
 	if _, ok := p.Get("bootstrap.servers"); !ok {
