@@ -79,8 +79,14 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 // (useful for its Warnings) together with all errors joined; each is a
 // *Error.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
-	if lookupEnv == nil {
-		lookupEnv = os.LookupEnv
+	return ParseWith(name, data, ParseOptions{LookupEnv: lookupEnv})
+}
+
+// ParseWith is Parse with options: o.Providers resolves ${...} references
+// with the operator's providers (a connector config of kmirror connect).
+func ParseWith(name string, data []byte, o ParseOptions) (*Config, error) {
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
 	}
 	props, err := ParseProperties(name, data)
 	if err != nil {
@@ -89,7 +95,7 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Co
 	c := &Config{Path: name, Props: props, ClusterProps: map[string]map[string]string{},
 		clusterSet: map[string]bool{}, clusters: map[string]layer{}, warned: map[string]bool{}}
 	var errs errorList
-	resolveProviders(props, name, lookupEnv, &errs)
+	resolveProviders(props, name, o, &errs)
 	c.parseClusters(&errs)
 	c.parseREST(&errs)
 	for _, k := range props.Keys() {
