@@ -143,3 +143,47 @@ func TestConnectorNames(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerREST: the worker file's kmirror.rest.allowed.hosts, whether it
+// names the REST interface (else an API without a token binds loopback),
+// and its config providers.
+func TestWorkerREST(t *testing.T) {
+	base := "bootstrap.servers = sz:9092\ngroup.id = g\nconfig.storage.topic = c\n"
+	tests := []struct {
+		name, text string
+		set        bool
+		listener   string
+		hosts      []string
+		err        string
+	}{
+		{"Connect's default", "", false, "127.0.0.1:8083", nil, ""},
+		{"port only", "rest.port = 9000\n", false, "127.0.0.1:9000", nil, ""},
+		{"listeners", "listeners = http://0.0.0.0:8083\n", true, "0.0.0.0:8083", nil, ""},
+		{"rest.host.name", "rest.host.name = 10.0.0.1\n", true, "10.0.0.1:8083", nil, ""},
+		{"allowed hosts", "kmirror.rest.allowed.hosts = mm2.internal, Worker1\n", false, "127.0.0.1:8083", []string{"mm2.internal", "worker1"}, ""},
+		{"allowed host with scheme", "kmirror.rest.allowed.hosts = http://x\n", false, "", nil, "worker.properties:4: kmirror.rest.allowed.hosts: want host names"},
+		{"provider outside allowed paths in the file itself", "config.providers = d\nconfig.providers.d.class = DirectoryConfigProvider\nconfig.providers.d.param.allowed.paths = /proc/self\nkmirror.rest.token = ${d:/etc:hostname}\n",
+			false, "", nil, "worker.properties:7: kmirror.rest.token: cannot resolve ${d:/etc:hostname}: path /etc/hostname is not within allowed.paths"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := ParseWorker("worker.properties", []byte(base+tt.text))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := w.Listener
+			if !w.ListenerSet {
+				l = LoopbackListener(l)
+			}
+			if w.ListenerSet != tt.set || l != tt.listener || strings.Join(w.REST.AllowedHosts, ",") != strings.Join(tt.hosts, ",") {
+				t.Errorf("set %v listener %s hosts %q", w.ListenerSet, l, w.REST.AllowedHosts)
+			}
+		})
+	}
+}

@@ -114,6 +114,12 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 				errs = append(errs, at(k)+`: want "token" or "none"`)
 			}
 			w.REST.Open = v == "none"
+		case k == config.RESTAllowedHostsKey:
+			hosts, err := config.ParseAllowedHosts(v)
+			if err != nil {
+				errs = append(errs, at(k)+": "+err.Error())
+			}
+			w.REST.AllowedHosts = hosts
 		case k == config.RESTCertKey:
 			w.REST.TLSCert = v
 		case k == config.RESTKeyKey:
@@ -162,4 +168,14 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
 	return w, nil
+}
+
+// LoopbackListener is addr (HOST:PORT) on 127.0.0.1: where an API without
+// a token listens unless the worker file names an interface.
+func LoopbackListener(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		port = "8083"
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }
