@@ -108,7 +108,9 @@ func (es Errors) Error() string {
 // cluster (w.Client), as a Connect worker usually sits at the target. A
 // source connector runs the flow in kmirror's group mode, so every worker
 // takes a share of the partitions; of a checkpoint connector's workers,
-// one leads and runs the checkpoints. Errors are Errors, without values.
+// one leads and runs the checkpoints. ${...} references resolve with the
+// worker file's providers (w.Providers) only: a config.providers* key in
+// props is an error (CVE-2024-31141). Errors are Errors, without values.
 func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 	var errs Errors
 	class, ok := classOf(props["connector.class"])
