@@ -60,6 +60,13 @@ func connectCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kmirror connect: the REST API needs a token: set %s or %s, or %s = none for an open API (as Connect's default)\n", config.RESTTokenKey, restTokenEnv, config.RESTAuthKey)
 		return 1
 	}
+	if token == "" && !w.ListenerSet {
+		// Connect listens on every interface by default; an API without a
+		// token does so only when the file says where (listeners or
+		// rest.host.name).
+		w.Listener = connect.LoopbackListener(w.Listener)
+		log.Info("the Connect REST API has no token, so it listens on loopback only: set listeners (or rest.host.name) to choose the interface", "addr", w.Listener)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := metrics.New()
@@ -80,7 +87,7 @@ func connectCmd(args []string, stdout, stderr io.Writer) int {
 	run := runner.New("", &config.Config{Path: w.Path}, nil, m, log)
 	h := connect.NewHerder(w, store, run, log)
 	api := connect.NewAPI(h, clusterID(ctx, w))
-	srv, _, err := rest.Start(run, rest.Listen{Name: "Connect REST API", Addr: w.Listener, CertFile: w.REST.TLSCert, Key: w.REST.TLSKey}, token, log, rest.Mount{Patterns: connect.Patterns, Build: api.Handler})
+	srv, _, err := rest.Start(run, rest.Listen{Name: "Connect REST API", Addr: w.Listener, CertFile: w.REST.TLSCert, Key: w.REST.TLSKey, AllowedHosts: w.REST.AllowedHosts}, token, log, rest.Mount{Patterns: connect.Patterns, Build: api.Handler})
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror connect:", err)
 		return 1

@@ -124,7 +124,7 @@ func startREST(cfg *config.Config, addr string, run *runner.Runner, dash *dashbo
 	if token == "" && !cfg.REST.Open {
 		return nil, fmt.Errorf("the REST API needs a token: set %s (through a config provider) or %s, or %s = none for an open API", config.RESTTokenKey, restTokenEnv, config.RESTAuthKey)
 	}
-	srv, _, err := rest.Start(run, rest.Listen{Name: "REST API", Addr: addr, CertFile: cfg.REST.TLSCert, Key: cfg.REST.TLSKey}, token, log,
+	srv, _, err := rest.Start(run, rest.Listen{Name: "REST API", Addr: addr, CertFile: cfg.REST.TLSCert, Key: cfg.REST.TLSKey, AllowedHosts: cfg.REST.AllowedHosts}, token, log,
 		rest.Mount{Patterns: []string{"/ui/"}, Build: dash.Mount})
 	return srv, err
 }

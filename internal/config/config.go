@@ -79,17 +79,23 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 // (useful for its Warnings) together with all errors joined; each is a
 // *Error.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
-	return ParseWithOrigins(name, data, lookupEnv, originsOf(name))
+	return ParseWith(name, data, ParseOptions{LookupEnv: lookupEnv, Origins: originsOf(name)})
 }
 
 // ParseWithOrigins is Parse for a generated file: keys listed in origins
 // are reported at those positions (see SetOrigins) instead of their lines
 // in name.
 func ParseWithOrigins(name string, data []byte, lookupEnv func(string) (string, bool), origins map[string]Origin) (*Config, error) {
-	if lookupEnv == nil {
-		lookupEnv = os.LookupEnv
+	return ParseWith(name, data, ParseOptions{LookupEnv: lookupEnv, Origins: origins})
+}
+
+// ParseWith is Parse with options: o.Providers resolves ${...} references
+// with the operator's providers (a connector config of kmirror connect).
+func ParseWith(name string, data []byte, o ParseOptions) (*Config, error) {
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
 	}
-	props, err := parseProperties(name, data, origins)
+	props, err := parseProperties(name, data, o.Origins)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +105,7 @@ func ParseWithOrigins(name string, data []byte, lookupEnv func(string) (string, 
 	for _, e := range props.twoKeys() {
 		errs.add(e)
 	}
-	resolveProviders(props, name, lookupEnv, &errs)
+	resolveProviders(props, name, o, &errs)
 	c.parseClusters(&errs)
 	c.parseREST(&errs)
 	for _, k := range props.Keys() {

@@ -67,6 +67,10 @@ const (
 	RESTAuthKey     = "kmirror.rest.auth"     // "none" turns the token off
 	RESTCertKey     = "kmirror.rest.tls.cert" // PEM certificate file: serve HTTPS
 	RESTKeyKey      = "kmirror.rest.tls.key"  // PEM key file
+	// RESTAllowedHostsKey lists the host names (comma-separated, no port)
+	// an API without a token answers besides loopback and IP addresses:
+	// the guard against DNS rebinding (rest.HostGuard).
+	RESTAllowedHostsKey = "kmirror.rest.allowed.hosts"
 )
 
 // MaxFetchesPerBroker bounds FetchesKey.
@@ -81,7 +85,7 @@ var (
 	kmirrorFlowKeys = set(PassthroughKey, FetchesKey, WorkersKey, WorkersGroupIDKey, SlotsKey, StartGroupKey,
 		ThrottleKey, ProvenanceKey, OffsetTranslationKey, OffsetIndexRetentionKey, MaxSyncsKey,
 		StallTimeoutKey, LagThresholdKey)
-	kmirrorRESTKeys = set(RESTListenerKey, RESTTokenKey, RESTAuthKey, RESTCertKey, RESTKeyKey)
+	kmirrorRESTKeys = set(RESTListenerKey, RESTTokenKey, RESTAuthKey, RESTCertKey, RESTKeyKey, RESTAllowedHostsKey)
 )
 
 // Switch is a setting that is on, off, or left to kmirror (Auto, also
@@ -137,6 +141,25 @@ type REST struct {
 	Token           string // bearer token; "" when unset
 	Open            bool   // kmirror.rest.auth = none: no token needed
 	TLSCert, TLSKey string // PEM files; both or neither
+	// AllowedHosts: kmirror.rest.allowed.hosts, lower case.
+	AllowedHosts []string
+}
+
+// ParseAllowedHosts reads a value of RESTAllowedHostsKey: host names
+// without scheme or port.
+func ParseAllowedHosts(v string) ([]string, error) {
+	var out []string
+	for _, h := range strings.Split(v, ",") {
+		h = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(h), "."))
+		if h == "" {
+			continue
+		}
+		if strings.ContainsAny(h, ":/ *@[]") {
+			return nil, fmt.Errorf("want host names without scheme, port or wildcard, not %q", h)
+		}
+		out = append(out, h)
+	}
+	return out, nil
 }
 
 // kmirror reads the flow's kmirror.* keys and the worker keys kmirror
@@ -261,6 +284,13 @@ func (c *Config) parseREST(errs *errorList) {
 			set, missing = RESTKeyKey, RESTCertKey
 		}
 		errs.add(c.errAt(set, "HTTPS needs %s too", missing))
+	}
+	if v, ok := c.Props.Get(RESTAllowedHostsKey); ok {
+		hosts, err := ParseAllowedHosts(v)
+		if err != nil {
+			errs.add(c.errAt(RESTAllowedHostsKey, "%v", err))
+		}
+		r.AllowedHosts = hosts
 	}
 	c.REST = r
 }

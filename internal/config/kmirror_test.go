@@ -133,6 +133,9 @@ func TestREST(t *testing.T) {
 		{"bad auth", RESTAuthKey + " = basic", REST{}, "mm2.properties:5: " + RESTAuthKey + `: want token or none, not "basic"`},
 		{"cert without key", RESTCertKey + " = c.pem", REST{}, "mm2.properties:5: " + RESTCertKey + ": HTTPS needs " + RESTKeyKey + " too"},
 		{"key without cert", RESTKeyKey + " = k.pem", REST{}, "mm2.properties:5: " + RESTKeyKey + ": HTTPS needs " + RESTCertKey + " too"},
+		{"allowed hosts", RESTAllowedHostsKey + " = kmirror.internal, Mirror.Example.com. ,", REST{AllowedHosts: []string{"kmirror.internal", "mirror.example.com"}}, ""},
+		{"allowed host with port", RESTAllowedHostsKey + " = kmirror.internal:8080", REST{}, "mm2.properties:5: " + RESTAllowedHostsKey + `: want host names without scheme, port or wildcard, not "kmirror.internal:8080"`},
+		{"allowed host wildcard", RESTAllowedHostsKey + " = *", REST{}, "mm2.properties:5: " + RESTAllowedHostsKey + ": want host names"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,7 +152,7 @@ func TestREST(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.REST != tt.want {
+			if !reflect.DeepEqual(c.REST, tt.want) {
 				t.Errorf("got %+v, want %+v", c.REST, tt.want)
 			}
 			if len(c.Warnings) != 0 {

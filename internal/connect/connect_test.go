@@ -179,19 +179,25 @@ func TestErrorsHideSecrets(t *testing.T) {
 	}
 }
 
-// TestConfigProvider: a secret kept in a file through a config provider
-// reaches the flow, while the connector config holds only the reference.
+// TestConfigProvider: a secret kept in a file through a provider the
+// worker file declares reaches the flow, while the connector config holds
+// only the reference.
 func TestConfigProvider(t *testing.T) {
 	dir := t.TempDir()
 	path := dir + "/secrets.properties"
 	if err := os.WriteFile(path, []byte("jaas=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"s3cr3t\";\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	w, err := ParseWorker("worker.properties", []byte("bootstrap.servers = sz:9092\ngroup.id = g\nconfig.storage.topic = c\n"+
+		"config.providers = file\nconfig.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n"+
+		"config.providers.file.param.allowed.paths = "+dir+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := map[string]string{"connector.class": SourceClass, "source.cluster.alias": "a", "target.cluster.alias": "b",
 		"source.cluster.bootstrap.servers": "a:9092", "source.cluster.security.protocol": "SASL_PLAINTEXT",
-		"source.cluster.sasl.mechanism": "PLAIN", "source.cluster.sasl.jaas.config": "${file:" + path + ":jaas}",
-		"config.providers": "file", "config.providers.file.class": "org.apache.kafka.common.config.provider.FileConfigProvider"}
-	spec, err := Translate("c", p, testWorker())
+		"source.cluster.sasl.mechanism": "PLAIN", "source.cluster.sasl.jaas.config": "${file:" + path + ":jaas}"}
+	spec, err := Translate("c", p, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,12 +268,16 @@ func (f *fakeFlows) Status() []runner.FlowStatus {
 
 func newTestAPI(t *testing.T, token string) (*httptest.Server, *fakeFlows) {
 	t.Helper()
+	return newTestAPIWorker(t, token, testWorker())
+}
+
+func newTestAPIWorker(t *testing.T, token string, w *Worker) (*httptest.Server, *fakeFlows) {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	w := testWorker()
 	w.Client["bootstrap.servers"] = c.ListenAddrs()[0]
 	w.ConfigRF = 1
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

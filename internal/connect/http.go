@@ -224,8 +224,8 @@ func props(raw map[string]any) (map[string]string, error) {
 
 // check validates a config as a create or update would.
 func (a *API) check(w http.ResponseWriter, name string, p map[string]string) bool {
-	if strings.TrimSpace(name) == "" || strings.ContainsAny(name, "/\\") || len(name) > 249 {
-		fail(w, http.StatusBadRequest, "Connector name must be non-empty, without '/' or '\\'")
+	if err := CheckName(name); err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
 		return false
 	}
 	if _, err := Translate(name, p, a.h.w); err != nil {
@@ -262,7 +262,9 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "Connector config is missing")
 		return
 	}
-	name := strings.TrimSpace(body.Name)
+	// Connect trims the name as Java's String.trim does: every char up to
+	// U+0020 at either end.
+	name := strings.TrimFunc(body.Name, func(r rune) bool { return r <= ' ' })
 	if n, ok := p["name"]; ok && n != name {
 		fail(w, http.StatusBadRequest, fmt.Sprintf("Connector name configuration (%s) doesn't match connector name in the URL (%s)", n, name))
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/clients"
@@ -78,9 +79,23 @@ func OpenStore(ctx context.Context, w *Worker, log *slog.Logger) (*Store, error)
 		cl.Close()
 		return nil, fmt.Errorf("%s: config topic: %w", w.Path, err)
 	}
-	if err := s.CatchUp(ctx); err != nil {
-		cl.Close()
-		return nil, fmt.Errorf("reading config topic %s: %w", w.ConfigTopic, err)
+	// A topic just created may not be known to every broker yet: its
+	// partitions are UNKNOWN_TOPIC_OR_PARTITION for a moment.
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		err := s.CatchUp(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || wait > 5*time.Second {
+			cl.Close()
+			return nil, fmt.Errorf("reading config topic %s: %w", w.ConfigTopic, err)
+		}
+		select {
+		case <-ctx.Done():
+			cl.Close()
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
 	}
 	return s, nil
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/runner"
@@ -42,6 +44,22 @@ func connectKey(k string) bool {
 	}
 	return strings.HasPrefix(k, "key.converter.") || strings.HasPrefix(k, "value.converter.") ||
 		strings.HasPrefix(k, "header.converter.") || strings.HasPrefix(k, "topic.creation.")
+}
+
+// CheckName refuses connector names that Connect refuses (empty, or with
+// ISO control characters: ConnectorConfig's NonEmptyStringWithoutControlChars)
+// and those that would break a URL path or a file name: '/', '\\', "..",
+// more than 249 bytes. The error does not repeat the name.
+func CheckName(name string) error {
+	bad := strings.TrimSpace(name) == "" || len(name) > 249 || !utf8.ValidString(name) ||
+		strings.ContainsAny(name, "/\\") || strings.Contains(name, "..")
+	for _, r := range name {
+		bad = bad || unicode.IsControl(r)
+	}
+	if bad {
+		return errors.New("Connector name must be non-empty, at most 249 bytes, without ISO control characters, '/', '\\' or '..'")
+	}
+	return nil
 }
 
 // Spec is a connector config translated to a kmirror flow.
@@ -90,7 +108,9 @@ func (es Errors) Error() string {
 // cluster (w.Client), as a Connect worker usually sits at the target. A
 // source connector runs the flow in kmirror's group mode, so every worker
 // takes a share of the partitions; of a checkpoint connector's workers,
-// one leads and runs the checkpoints. Errors are Errors, without values.
+// one leads and runs the checkpoints. ${...} references resolve with the
+// worker file's providers (w.Providers) only: a config.providers* key in
+// props is an error (CVE-2024-31141). Errors are Errors, without values.
 func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 	var errs Errors
 	class, ok := classOf(props["connector.class"])
@@ -99,6 +119,11 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 		errs = append(errs, &FieldError{"connector.class", "missing"})
 	case !ok:
 		errs = append(errs, &FieldError{"connector.class", fmt.Sprintf("%q is not a connector kmirror runs (MirrorSourceConnector, MirrorCheckpointConnector, MirrorHeartbeatConnector)", props["connector.class"])})
+	}
+	if name != "" {
+		if err := CheckName(name); err != nil {
+			errs = append(errs, &FieldError{"name", err.Error()})
+		}
 	}
 	if n, ok := props["name"]; ok && n != name {
 		errs = append(errs, &FieldError{"name", fmt.Sprintf("%q differs from the connector's name %q", n, name)})
@@ -109,6 +134,11 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 			errs = append(errs, &FieldError{k, "missing"})
 		} else if strings.ContainsAny(v, " ,=:\\>") || strings.Contains(v, "->") {
 			errs = append(errs, &FieldError{k, "an alias may not hold spaces, commas, '=', ':', '\\' or '>'"})
+		}
+	}
+	for k := range props {
+		if config.IsProviderKey(k) {
+			errs = append(errs, &FieldError{k, config.OperatorProvidersOnly})
 		}
 	}
 	if src != "" && src == tgt {
@@ -145,8 +175,6 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 		switch {
 		case connectKey(k) || k == "source.cluster.alias" || k == "target.cluster.alias":
 			continue
-		case k == "config.providers" || strings.HasPrefix(k, "config.providers."):
-			gen = k // top level, as in an MM2 file: ${provider:...} in any value
 		case strings.HasPrefix(k, "source.cluster."):
 			gen = src + "." + strings.TrimPrefix(k, "source.cluster.")
 		case strings.HasPrefix(k, "target.cluster."):
@@ -183,7 +211,12 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 		def(config.WorkersKey, "group")
 		def(config.WorkersGroupIDKey, "kmirror-connect-"+w.GroupID+"-"+name)
 	}
-	cfg, err := config.Parse("connector "+name, b.bytes(), os.LookupEnv)
+	// ${...} references resolve with the worker file's providers only.
+	providers := w.Providers
+	if providers == nil {
+		providers = &config.Providers{}
+	}
+	cfg, err := config.ParseWith("connector "+name, b.bytes(), config.ParseOptions{LookupEnv: os.LookupEnv, Providers: providers})
 	if err != nil {
 		var out Errors
 		for _, e := range unwrap(err) {

@@ -22,6 +22,12 @@ type Worker struct {
 	Listener    string            // host:port the REST API listens on
 	WorkerID    string            // host:port the worker is known by (rest.advertised.*)
 	REST        config.REST       // kmirror.rest.token, kmirror.rest.auth, kmirror.rest.tls.*
+	// ListenerSet: listeners or rest.host.name chose the REST API's
+	// interface (else Connect's default, every interface).
+	ListenerSet bool
+	// Providers are the config providers the file declares
+	// (config.providers*): the only ones connector configs may use.
+	Providers *config.Providers
 	// Offsets holds offset.storage.replication.factor and
 	// offset.storage.partitions: how the flows create their offsets topic.
 	Offsets  map[string]string
@@ -60,12 +66,20 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 	w := &Worker{Path: path, Client: map[string]string{}, ConfigRF: 3, Offsets: map[string]string{}}
 	at := func(k string) string { return fmt.Sprintf("%s:%d: %s", path, p.Line(k), k) }
 	var errs []string
+	// As a Connect worker, resolve the file's own ${...} references with
+	// the providers it declares.
+	w.Providers, err = config.ResolveProviders(p, path, os.LookupEnv)
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	w.Warnings = append(w.Warnings, w.Providers.Warnings...)
 	host, port, advHost, advPort := "", "8083", "", ""
 	listeners := ""
 	for _, k := range p.Keys() {
 		v, _ := p.Get(k)
 		v = strings.TrimSpace(v)
 		switch {
+		case config.IsProviderKey(k):
 		case k == "bootstrap.servers":
 			w.Bootstrap = v
 			w.Client[k] = v
@@ -83,8 +97,10 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 			w.Offsets[k] = v
 		case k == "listeners":
 			listeners = v
+			w.ListenerSet = true
 		case k == "rest.host.name":
 			host = v
+			w.ListenerSet = true
 		case k == "rest.port":
 			port = v
 		case k == "rest.advertised.host.name":
@@ -98,6 +114,12 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 				errs = append(errs, at(k)+`: want "token" or "none"`)
 			}
 			w.REST.Open = v == "none"
+		case k == config.RESTAllowedHostsKey:
+			hosts, err := config.ParseAllowedHosts(v)
+			if err != nil {
+				errs = append(errs, at(k)+": "+err.Error())
+			}
+			w.REST.AllowedHosts = hosts
 		case k == config.RESTCertKey:
 			w.REST.TLSCert = v
 		case k == config.RESTKeyKey:
@@ -146,4 +168,14 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
 	return w, nil
+}
+
+// LoopbackListener is addr (HOST:PORT) on 127.0.0.1: where an API without
+// a token listens unless the worker file names an interface.
+func LoopbackListener(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		port = "8083"
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }

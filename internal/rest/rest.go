@@ -26,10 +26,11 @@ type Control interface {
 	Reload() error
 }
 
-// Start serves the API as l says, with token (see Handler), and warns
-// when an API without a token listens beyond loopback.
+// Start serves the API as l says, with token (see Handler) and, without
+// a token, the hosts l.AllowedHosts names (see HostGuard), and warns when
+// an API without a token listens beyond loopback.
 func Start(c Control, l Listen, token string, log *slog.Logger, mounts ...Mount) (*http.Server, net.Addr, error) {
-	srv, addr, err := Serve(l, Handler(c, token, log, mounts...), log)
+	srv, addr, err := Serve(l, handler(c, token, l.AllowedHosts, log, mounts...), log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -44,9 +45,16 @@ func Start(c Control, l Listen, token string, log *slog.Logger, mounts ...Mount)
 // /ready; an empty token turns the guard off (kmirror.rest.auth = none
 // must say so), and then Go profiles (/debug/pprof/) are not served.
 // Requests that change state are refused when a browser sends them from
-// another origin (net/http's CrossOriginProtection), so a web page cannot
-// pause or reload flows through a visitor's browser even without a token.
+// another origin (net/http's CrossOriginProtection). That alone does not
+// stop a page whose name was rebound to the API's address (DNS
+// rebinding), which the browser takes for the same origin: without a
+// token, HostGuard also refuses every Host and Origin but localhost and
+// IP addresses. Handler serves no other names; Start adds the operator's.
 func Handler(c Control, token string, log *slog.Logger, mounts ...Mount) http.Handler {
+	return handler(c, token, nil, log, mounts...)
+}
+
+func handler(c Control, token string, hosts []string, log *slog.Logger, mounts ...Mount) http.Handler {
 	a := &api{c: c, token: token, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", a.health)
@@ -79,7 +87,7 @@ func Handler(c Control, token string, log *slog.Logger, mounts ...Mount) http.Ha
 		mux.HandleFunc("GET /debug/pprof/symbol", a.auth(pprof.Symbol))
 		mux.HandleFunc("GET /debug/pprof/trace", a.auth(pprof.Trace))
 	}
-	return http.NewCrossOriginProtection().Handler(mux)
+	return HostGuard(token, hosts, http.NewCrossOriginProtection().Handler(mux))
 }
 
 // Mount serves more on the API's listener: the handler Build makes, given

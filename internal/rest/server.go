@@ -60,6 +60,9 @@ type Listen struct {
 	Addr          string
 	CertFile, Key string
 	Limits        Limits
+	// AllowedHosts are the names besides localhost and IP addresses that
+	// an API without a token answers (kmirror.rest.allowed.hosts).
+	AllowedHosts []string
 }
 
 // Serve starts serving h. Everything that can fail at start fails here
