@@ -14,10 +14,11 @@ import (
 //
 //   - A client (an IP address) holds at most MaxConnsPerClient
 //     connections. A new one beyond that closes the client's own
-//     longest-idle connection (idle keep-alive, or one that has sent no
-//     request yet); when all of them are busy, the new one is closed.
-//   - At MaxConns, a new connection closes the longest-idle connection of
-//     any client in the same way, instead of waiting to be accepted.
+//     least recently used connection that waits for a request (idle
+//     keep-alive, else one that has sent nothing yet); when all of them
+//     are busy, the new one is closed.
+//   - At MaxConns, a new connection closes such a connection of any
+//     client in the same way, instead of waiting to be accepted.
 //   - When all MaxConns connections are busy, ProbeReserve more are
 //     accepted, and they serve probes only: other requests get 503, and
 //     each closes after one response.
@@ -45,7 +46,7 @@ type conn struct {
 	t      *tracker
 	client string
 	// Guarded by t.mu: the server's view of the connection, and since
-	// when (accepted, or last idle).
+	// when it has been used (accepted, or its last request read).
 	state     http.ConnState
 	since     time.Time
 	probeOnly bool // accepted into the probes' reserve
@@ -65,10 +66,11 @@ func (t *tracker) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if c, shed := t.admit(nc); c != nil {
-			if shed != nil {
-				shed.Conn.Close()
-			}
+		c, shed := t.admit(nc)
+		if shed != nil {
+			shed.Conn.Close()
+		}
+		if c != nil {
 			return c, nil
 		}
 		nc.Close()
@@ -92,26 +94,27 @@ func (t *tracker) admit(nc net.Conn) (c, shed *conn) {
 		}
 		t.remove(shed)
 	}
-	if len(t.conns) >= t.max {
-		if shed != nil {
-			// A client at its own cap made room already: it holds
-			// as many as before.
-		} else if shed = t.oldestIdle(""); shed != nil {
+	if len(t.conns) >= t.max && shed == nil {
+		if shed = t.oldestIdle(""); shed != nil {
 			t.remove(shed)
-		} else if len(t.conns) < t.max+t.reserve {
-			c.probeOnly = true
-		} else {
-			return nil, nil
 		}
+	}
+	switch {
+	case len(t.conns) >= t.max+t.reserve:
+		return nil, nil
+	case len(t.conns) >= t.max:
+		// Still at the cap: every connection shed was one of the
+		// reserve's, or all are busy.
+		c.probeOnly = true
 	}
 	t.conns[c] = struct{}{}
 	t.byClient[client]++
 	return c, shed
 }
 
-// oldestIdle returns the connection of client ("" for any) that has
-// waited longest for a request, idle ones before new ones; nil if every
-// one is busy.
+// oldestIdle returns the connection of client ("" for any) that waits
+// for a request and was used least recently, idle ones before new ones;
+// nil if every one is busy.
 func (t *tracker) oldestIdle(client string) *conn {
 	var best *conn
 	for c := range t.conns {
@@ -154,7 +157,7 @@ func (t *tracker) connState(nc net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateClosed:
 		t.remove(c)
-	case http.StateIdle:
+	case http.StateActive:
 		c.state, c.since = st, time.Now()
 	default:
 		c.state = st

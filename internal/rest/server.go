@@ -19,11 +19,11 @@ type Limits struct {
 	Read       time.Duration // time to read a whole request
 	Write      time.Duration // time to write a response; pprof's 30 s CPU profile fits the default
 	Idle       time.Duration // keep-alive connection without a request
-	// Connections held at once; at the cap a new one closes the
-	// longest-idle one (conns.go).
+	// Connections held at once; at the cap a new one closes the least
+	// recently used one that waits for a request (conns.go).
 	MaxConns int
 	// Connections one client (IP address) holds at once; beyond, a new
-	// one closes the client's own longest-idle one, or is refused.
+	// one closes such a connection of the client's own, or is refused.
 	MaxConnsPerClient int
 	// Connections beyond MaxConns, when all of those are busy, that serve
 	// probes (/health, /ready) only.
