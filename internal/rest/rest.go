@@ -78,7 +78,7 @@ func Start(c Control, l Listen, token string, log *slog.Logger, mounts ...Mount)
 func StartToken(c Control, l Listen, tok *Token, log *slog.Logger, mounts ...Mount) (*http.Server, net.Addr, error) {
 	token := ""
 	if !tok.empty {
-		token = "set"
+		token = "set" // whether there is one
 	}
 	srv, addr, err := Serve(l, HandlerToken(c, tok, log, mounts...), log)
 	if err != nil {

@@ -122,8 +122,8 @@ func Serve(l Listen, h http.Handler, log *slog.Logger) (*http.Server, net.Addr, 
 
 // writeDeadline gives each response d to be written; a profile or trace
 // of N seconds (/debug/pprof/...?seconds=N) gets N seconds more, at most
-// MaxProfileSeconds. It stands
-// for http.Server.WriteTimeout, which pprof refuses to outlast.
+// MaxProfileSeconds. It stands for http.Server.WriteTimeout, which pprof
+// refuses to outlast.
 func writeDeadline(h http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTime(r, d)))
