@@ -56,8 +56,13 @@ type profiler struct {
 	err      error         // of the fetch, once done is closed
 }
 
+// maxProfileSeconds is the longest profile kmirror's REST API takes
+// (rest.MaxProfileSeconds); a longer one is asked for this long.
+const maxProfileSeconds = 60
+
 // start begins fetching the profile in the background.
 func (p *profiler) start() {
+	p.seconds = min(p.seconds, maxProfileSeconds)
 	p.done = make(chan struct{})
 	go func() {
 		p.err = p.fetch()

@@ -109,12 +109,14 @@ const restTokenEnv = "KMIRROR_REST_TOKEN"
 
 // startREST serves the REST API when --rest-addr or kmirror.rest.listener
 // asks for it. Without a token it refuses to start unless
-// kmirror.rest.auth = none says the API may be open.
+// kmirror.rest.auth = none says the API may be open. A reload applies a
+// changed kmirror.rest.token (restReload).
 func startREST(cfg *config.Config, addr string, run *runner.Runner, dash *dashboard.Dashboard, log *slog.Logger) (*http.Server, error) {
 	if addr == "" {
 		addr = cfg.REST.Listener
 	}
 	if addr == "" {
+		run.BeforeReload = restReload(cfg.REST, nil, log)
 		return nil, nil
 	}
 	token := cfg.REST.Token
@@ -124,7 +126,9 @@ func startREST(cfg *config.Config, addr string, run *runner.Runner, dash *dashbo
 	if token == "" && !cfg.REST.Open {
 		return nil, fmt.Errorf("the REST API needs a token: set %s (through a config provider) or %s, or %s = none for an open API", config.RESTTokenKey, restTokenEnv, config.RESTAuthKey)
 	}
-	srv, _, err := rest.Start(run, rest.Listen{Name: "REST API", Addr: addr, CertFile: cfg.REST.TLSCert, Key: cfg.REST.TLSKey, AllowedHosts: cfg.REST.AllowedHosts}, token, log,
+	tok := rest.NewToken(token)
+	run.BeforeReload = restReload(cfg.REST, tok, log)
+	srv, _, err := rest.StartToken(run, rest.Listen{Name: "REST API", Addr: addr, CertFile: cfg.REST.TLSCert, Key: cfg.REST.TLSKey, AllowedHosts: cfg.REST.AllowedHosts}, tok, log,
 		rest.Mount{Patterns: []string{"/ui/"}, Build: dash.Mount})
 	return srv, err
 }

@@ -43,7 +43,7 @@ func TestDNSRebinding(t *testing.T) {
 			ui := Mount{Patterns: []string{"/ui/"}, Build: func(func(http.Handler) http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })
 			}}
-			srv := httptest.NewServer(handler(c, tt.token, []string{"kmirror.internal"}, log, ui))
+			srv := httptest.NewServer(handler(c, NewToken(tt.token), []string{"kmirror.internal"}, log, ui))
 			defer srv.Close()
 			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
 			req.Host = tt.host

@@ -10,8 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"strings"
+	"sync/atomic"
 
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/runner"
@@ -26,11 +26,62 @@ type Control interface {
 	Reload() error
 }
 
+// Token is the API's bearer token; Set changes it while the API serves,
+// as a reload of kmirror.rest.token does.
+type Token struct {
+	empty bool
+	want  atomic.Pointer[[]byte] // "Bearer " + the token
+}
+
+// NewToken returns token; "" is an API without a token.
+func NewToken(token string) *Token {
+	t := &Token{empty: token == ""}
+	t.store(token)
+	return t
+}
+
+// ErrTokenOnOff is Set's error when token would turn the guard on or
+// off: an API started without a token has no profiles and another origin
+// check, so that takes a restart.
+var ErrTokenOnOff = errors.New("turning the REST API's token on or off takes a restart")
+
+// Set makes token the one requests must bring, from the next request on;
+// the previous one is refused from then.
+func (t *Token) Set(token string) error {
+	if (token == "") != t.empty {
+		return ErrTokenOnOff
+	}
+	t.store(token)
+	return nil
+}
+
+// Matches reports whether token is the one requests must bring.
+func (t *Token) Matches(token string) bool { return t.bearer("Bearer " + token) }
+
+// bearer reports whether an Authorization header brings the token.
+func (t *Token) bearer(header string) bool {
+	return subtle.ConstantTimeCompare([]byte(header), *t.want.Load()) == 1
+}
+
+func (t *Token) store(token string) {
+	b := []byte("Bearer " + token)
+	t.want.Store(&b)
+}
+
 // Start serves the API as l says, with token (see Handler) and, without
 // a token, the hosts l.AllowedHosts names (see HostGuard), and warns when
 // an API without a token listens beyond loopback.
 func Start(c Control, l Listen, token string, log *slog.Logger, mounts ...Mount) (*http.Server, net.Addr, error) {
-	srv, addr, err := Serve(l, handler(c, token, l.AllowedHosts, log, mounts...), log)
+	return StartToken(c, l, NewToken(token), log, mounts...)
+}
+
+// StartToken is Start with a token that may change while the API serves.
+func StartToken(c Control, l Listen, tok *Token, log *slog.Logger, mounts ...Mount) (*http.Server, net.Addr, error) {
+	token := ""
+	if !tok.empty {
+		token = "set" // whether there is one
+	}
+	srv, addr, err := Serve(l, handler(c, tok, l.AllowedHosts, log, mounts...), log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -51,11 +102,21 @@ func Start(c Control, l Listen, token string, log *slog.Logger, mounts ...Mount)
 // token, HostGuard also refuses every Host and Origin but localhost and
 // IP addresses. Handler serves no other names; Start adds the operator's.
 func Handler(c Control, token string, log *slog.Logger, mounts ...Mount) http.Handler {
-	return handler(c, token, nil, log, mounts...)
+	return handler(c, NewToken(token), nil, log, mounts...)
 }
 
-func handler(c Control, token string, hosts []string, log *slog.Logger, mounts ...Mount) http.Handler {
-	a := &api{c: c, token: token, log: log}
+// HandlerToken is Handler with a token that may change while the API
+// serves (Token.Set).
+func HandlerToken(c Control, tok *Token, log *slog.Logger, mounts ...Mount) http.Handler {
+	return handler(c, tok, nil, log, mounts...)
+}
+
+func handler(c Control, tok *Token, hosts []string, log *slog.Logger, mounts ...Mount) http.Handler {
+	token := ""
+	if !tok.empty {
+		token = "set" // whether there is one; requests are checked against tok
+	}
+	a := &api{c: c, token: token, tok: tok, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", a.health)
 	mux.HandleFunc("GET /ready", a.ready)
@@ -81,11 +142,7 @@ func handler(c Control, token string, hosts []string, log *slog.Logger, mounts .
 		mux.HandleFunc("/connectors/", connectors)
 	}
 	if token != "" {
-		mux.HandleFunc("GET /debug/pprof/", a.auth(pprof.Index))
-		mux.HandleFunc("GET /debug/pprof/cmdline", a.auth(pprof.Cmdline))
-		mux.HandleFunc("GET /debug/pprof/profile", a.auth(pprof.Profile))
-		mux.HandleFunc("GET /debug/pprof/symbol", a.auth(pprof.Symbol))
-		mux.HandleFunc("GET /debug/pprof/trace", a.auth(pprof.Trace))
+		profiles(mux, a.auth)
 	}
 	return HostGuard(token, hosts, http.NewCrossOriginProtection().Handler(mux))
 }
@@ -100,7 +157,8 @@ type Mount struct {
 
 type api struct {
 	c     Control
-	token string
+	token string // "" for an API without a token
+	tok   *Token // what requests must bring
 	log   *slog.Logger
 }
 
@@ -108,10 +166,8 @@ func (a *api) auth(next http.HandlerFunc) http.HandlerFunc {
 	if a.token == "" {
 		return next
 	}
-	want := []byte("Bearer " + a.token)
 	return func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if !a.tok.bearer(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kmirror"`)
 			writeJSON(w, http.StatusUnauthorized, errorBody{"missing or wrong bearer token"})
 			return

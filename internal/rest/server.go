@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -20,17 +19,27 @@ type Limits struct {
 	Read       time.Duration // time to read a whole request
 	Write      time.Duration // time to write a response; pprof's 30 s CPU profile fits the default
 	Idle       time.Duration // keep-alive connection without a request
-	MaxConns   int           // connections served at once; more wait to be accepted
+	// Connections held at once; at the cap a new one closes the least
+	// recently used one that waits for a request (conns.go).
+	MaxConns int
+	// Connections one client (IP address) holds at once; beyond, a new
+	// one closes such a connection of the client's own, or is refused.
+	MaxConnsPerClient int
+	// Connections beyond MaxConns, when all of those are busy, that serve
+	// probes (/health, /ready) only.
+	ProbeReserve int
 }
 
 // DefaultLimits are kmirror's limits for the REST API and the metrics
 // listener.
 var DefaultLimits = Limits{
-	ReadHeader: 5 * time.Second,
-	Read:       30 * time.Second,
-	Write:      60 * time.Second,
-	Idle:       2 * time.Minute,
-	MaxConns:   64,
+	ReadHeader:        5 * time.Second,
+	Read:              30 * time.Second,
+	Write:             60 * time.Second,
+	Idle:              30 * time.Second,
+	MaxConns:          64,
+	MaxConnsPerClient: 16,
+	ProbeReserve:      8,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -49,6 +58,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxConns > 0 {
 		d.MaxConns = l.MaxConns
+	}
+	if l.MaxConnsPerClient > 0 {
+		d.MaxConnsPerClient = l.MaxConnsPerClient
+	}
+	if l.ProbeReserve > 0 {
+		d.ProbeReserve = l.ProbeReserve
 	}
 	return d
 }
@@ -71,7 +86,7 @@ type Listen struct {
 func Serve(l Listen, h http.Handler, log *slog.Logger) (*http.Server, net.Addr, error) {
 	lim := l.Limits.withDefaults()
 	srv := &http.Server{
-		Handler:           writeDeadline(h, lim.Write),
+		Handler:           reserved(writeDeadline(h, lim.Write)),
 		ReadHeaderTimeout: lim.ReadHeader,
 		ReadTimeout:       lim.Read,
 		IdleTimeout:       lim.Idle,
@@ -92,7 +107,8 @@ func Serve(l Listen, h http.Handler, log *slog.Logger) (*http.Server, net.Addr, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", l.Name, err)
 	}
-	capped := limitListener(ln, lim.MaxConns)
+	capped := track(ln, lim)
+	srv.ConnState, srv.ConnContext = capped.connState, connContext
 	go func() {
 		var err error
 		if srv.TLSConfig != nil {
@@ -108,19 +124,25 @@ func Serve(l Listen, h http.Handler, log *slog.Logger) (*http.Server, net.Addr, 
 }
 
 // writeDeadline gives each response d to be written; a profile or trace
-// of N seconds (/debug/pprof/...?seconds=N) gets N seconds more. It stands
-// for http.Server.WriteTimeout, which pprof refuses to outlast.
+// of N seconds (/debug/pprof/...?seconds=N) gets N seconds more, at most
+// MaxProfileSeconds. It stands for http.Server.WriteTimeout, which pprof
+// refuses to outlast.
 func writeDeadline(h http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := d
-		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
-			if n, err := strconv.Atoi(r.URL.Query().Get("seconds")); err == nil && n > 0 {
-				t += time.Duration(n) * time.Second
-			}
-		}
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(t))
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTime(r, d)))
 		h.ServeHTTP(w, r)
 	})
+}
+
+// writeTime is how long r's response has to be written: d, plus a
+// profile's seconds.
+func writeTime(r *http.Request, d time.Duration) time.Duration {
+	if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+		if n, err := strconv.Atoi(r.URL.Query().Get("seconds")); err == nil && n > 0 {
+			d += time.Duration(min(n, MaxProfileSeconds)) * time.Second
+		}
+	}
+	return d
 }
 
 // Loopback reports whether addr (host:port) listens on loopback
@@ -136,46 +158,4 @@ func Loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// limitListener accepts at most n connections at once; Accept waits for
-// one to close.
-func limitListener(ln net.Listener, n int) net.Listener {
-	return &capped{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
-}
-
-type capped struct {
-	net.Listener
-	slots     chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-}
-
-func (c *capped) Accept() (net.Conn, error) {
-	select {
-	case c.slots <- struct{}{}:
-	case <-c.done:
-		return nil, net.ErrClosed
-	}
-	conn, err := c.Listener.Accept()
-	if err != nil {
-		<-c.slots
-		return nil, err
-	}
-	return &slotConn{Conn: conn, free: sync.OnceFunc(func() { <-c.slots })}, nil
-}
-
-func (c *capped) Close() error {
-	c.closeOnce.Do(func() { close(c.done) })
-	return c.Listener.Close()
-}
-
-type slotConn struct {
-	net.Conn
-	free func()
-}
-
-func (s *slotConn) Close() error {
-	s.free()
-	return s.Conn.Close()
 }

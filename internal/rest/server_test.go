@@ -104,36 +104,6 @@ func TestServeTimeouts(t *testing.T) {
 	})
 }
 
-func TestServeCapsConnections(t *testing.T) {
-	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
-	addr := serve(t, ok, Limits{MaxConns: 2, ReadHeader: 10 * time.Second})
-	var held []net.Conn
-	for range 2 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		held = append(held, c)
-	}
-	get := func() error {
-		cl := &http.Client{Timeout: 500 * time.Millisecond, Transport: &http.Transport{DisableKeepAlives: true}}
-		resp, err := cl.Get("http://" + addr + "/")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
-	time.Sleep(100 * time.Millisecond) // both held connections accepted
-	if err := get(); err == nil {
-		t.Fatal("a third connection was served while two were held")
-	}
-	held[0].Close()
-	if err := get(); err != nil {
-		t.Fatalf("after one held connection closed: %v", err)
-	}
-}
-
 func TestServeTLS(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := selfSigned(t, dir)

@@ -35,6 +35,12 @@ type Runner struct {
 	mu    sync.Mutex
 	cfg   *config.Config
 	flows map[string]*managed
+
+	// BeforeReload, when set, is given the configuration Reload read
+	// before it replaces the running one; its error refuses the reload
+	// (nothing changes) and is Reload's. kmirror run applies the REST
+	// token here.
+	BeforeReload func(*config.Config) error
 }
 
 // Kind is what a flow runs.
@@ -273,6 +279,11 @@ func (r *Runner) Reload() error {
 	cfg, err := Load(r.path, r.only, r.log)
 	if err != nil {
 		return err
+	}
+	if r.BeforeReload != nil {
+		if err := r.BeforeReload(cfg); err != nil {
+			return err
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
