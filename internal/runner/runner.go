@@ -296,6 +296,10 @@ func (r *Runner) start(name string, fc *config.Flow, kind Kind, added bool, opts
 			mf.state = "stopped"
 		}
 		mf.mu.Unlock()
+		if err != nil && ctx.Err() != nil {
+			r.log.Warn("flow stopped without finishing cleanly; records after its last saved progress are copied again at the next start",
+				"flow", name, "err", err)
+		}
 		if err != nil && ctx.Err() == nil {
 			if !mf.fatal {
 				r.log.Error("flow failed; the other flows go on", "flow", name, "err", err)
