@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -102,7 +103,10 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(hup)
 	go func() {
 		for range hup {
-			if err := run.Reload(); err != nil {
+			switch err := run.Reload(); {
+			case errors.Is(err, runner.ErrNotRunning):
+				log.Warn("reload on SIGHUP ignored: kmirror is stopping")
+			case err != nil:
 				log.Error("reload on SIGHUP refused; the running flows go on", "err", err)
 			}
 		}
