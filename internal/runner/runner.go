@@ -43,11 +43,10 @@ type Runner struct {
 	// Restart, Add, Remove); they wait for flows to stop under it. mu
 	// guards the fields below and is never held while a flow stops, so
 	// Status answers while one does.
-	ctl      sync.Mutex
-	mu       sync.Mutex
-	cfg      *config.Config
-	flows    map[string]*managed
-	stopping bool // Run is stopping every flow
+	ctl   sync.Mutex
+	mu    sync.Mutex
+	cfg   *config.Config
+	flows map[string]*managed
 }
 
 // DefaultStopTimeout is how long Run waits for its flows to stop (records
@@ -179,7 +178,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	case err = <-r.fatal:
 	}
 	r.mu.Lock()
-	r.ctx, r.stopping = nil, true
+	r.ctx = nil // Reload, Restart and Add refuse from now on
 	flows := make([]*managed, 0, len(r.flows))
 	for _, mf := range r.flows {
 		mf.stop()
@@ -194,7 +193,6 @@ func (r *Runner) Run(ctx context.Context) error {
 			delete(r.flows, mf.name)
 		}
 	}
-	r.stopping = false
 	r.mu.Unlock()
 	if len(left) > 0 {
 		sort.Strings(left)
