@@ -14,9 +14,10 @@ const usage = `kmirror: cross-cluster replication for Apache Kafka
 
 Usage:
   kmirror run [--clusters ALIAS,...] [--log-format text|json] [--rest-addr ADDR]
-              [--metrics-addr ADDR] [--memory-limit SIZE] FILE
+              [--metrics-addr ADDR] [--memory-limit SIZE] [--shutdown-timeout 30s] FILE
                          run every enabled flow of an MM2 properties file;
-                         SIGHUP reloads it, SIGTERM stops cleanly
+                         SIGHUP reloads it, SIGTERM stops cleanly (waiting at most
+                         --shutdown-timeout; a second SIGTERM exits at once)
   kmirror connect [--log-format text|json] [--metrics-addr ADDR] WORKER-FILE
                          a Kafka Connect-compatible REST API (port 8083 by default)
                          for MM2's connectors, configs kept in the worker file's

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -33,11 +35,16 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	memLimit := fs.String("memory-limit", "128MiB", "soft limit of the Go heap (GOMEMLIMIT syntax; the GOMEMLIMIT variable wins); 'off' for none")
 	restAddr := fs.String("rest-addr", "", "serve the REST API at ADDR (overrides kmirror.rest.listener)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty); Go profiles are on the REST API, behind its token")
+	stopTimeout := fs.Duration("shutdown-timeout", runner.DefaultStopTimeout, "on SIGTERM/SIGINT, how long to wait for the flows to stop (records in flight, progress saved) before exiting anyway; a second signal exits at once")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "kmirror run: want exactly one MM2 properties file")
+		return 2
+	}
+	if *stopTimeout <= 0 {
+		fmt.Fprintln(stderr, "kmirror run: --shutdown-timeout must be positive")
 		return 2
 	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
@@ -64,7 +71,10 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	m := metrics.New()
 	if *metricsAddr != "" {
@@ -77,6 +87,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 
 	run := runner.New(fs.Arg(0), cfg, only, m, log)
+	run.SetStopTimeout(*stopTimeout)
 	dash := dashboard.New(dashboard.Config{Source: run, Metrics: m, Logs: logs})
 	restSrv, err := startREST(cfg, *restAddr, run, dash, log)
 	if err != nil {
@@ -92,16 +103,48 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(hup)
 	go func() {
 		for range hup {
-			if err := run.Reload(); err != nil {
+			switch err := run.Reload(); {
+			case errors.Is(err, runner.ErrNotRunning):
+				log.Warn("reload on SIGHUP ignored: kmirror is stopping")
+			case err != nil:
 				log.Error("reload on SIGHUP refused; the running flows go on", "err", err)
 			}
 		}
 	}()
-	if err := run.Run(ctx); err != nil {
-		log.Error("kmirror stopped with an error", "err", err)
-		return 1
+	done := make(chan error, 1)
+	go func() { done <- run.Run(ctx) }()
+	return waitRun(stop, sigs, done, *stopTimeout, log)
+}
+
+// waitRun waits for Run to return (done) and returns the exit code. The
+// first signal stops the flows (cancel); a second one does not wait for
+// them: it returns 1 at once.
+func waitRun(cancel context.CancelFunc, sigs <-chan os.Signal, done <-chan error, timeout time.Duration, log *slog.Logger) int {
+	stopping := false
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				log.Error("kmirror stopped with an error", "err", err)
+				return 1
+			}
+			if stopping {
+				log.Info("kmirror stopped")
+			}
+			return 0
+		case s := <-sigs:
+			if !stopping {
+				stopping = true
+				log.Info("stopping: records in flight finish and progress is saved; a second signal exits at once",
+					"signal", s.String(), "timeout", timeout)
+				cancel()
+				continue
+			}
+			log.Error("second signal: exiting at once, without waiting for the flows to stop; progress since their last save is not saved and those records are copied again at the next start",
+				"signal", s.String())
+			return 1
+		}
 	}
-	return 0
 }
 
 // restTokenEnv holds the REST token when the file has none.

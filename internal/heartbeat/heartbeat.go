@@ -78,7 +78,7 @@ func (e *Emitter) CreateTopic(ctx context.Context) error {
 }
 
 // Emit writes one heartbeat stamped with the current time and waits for the
-// target to acknowledge it.
+// target to acknowledge it, or for ctx to end.
 func (e *Emitter) Emit(ctx context.Context) error {
 	h := wire.Heartbeat{SourceAlias: e.source, TargetAlias: e.target, Timestamp: e.now().UnixMilli()}
 	key, value, err := wire.Encode(h)
@@ -92,7 +92,18 @@ func (e *Emitter) Emit(ctx context.Context) error {
 		Value:     value,
 		Timestamp: time.UnixMilli(h.Timestamp),
 	}
-	if err := e.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+	// ProduceSync would wait for a request already sent however long the
+	// target takes (an in-flight record cannot be canceled): a stopping
+	// flow must not wait on a heartbeat, so the wait ends with ctx and the
+	// record is left to the client, which fails it when it closes.
+	res := make(chan error, 1)
+	e.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { res <- err })
+	select {
+	case err = <-res:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
 		e.failed.Add(1)
 		return fmt.Errorf("writing heartbeat to %s: %w", e.topic, err)
 	}

@@ -362,7 +362,8 @@ func (r *Replicator) Commit(ctx context.Context) error {
 
 // Run polls the source and produces to the target until ctx ends, then
 // waits up to drain for the records in flight and saves progress one last
-// time.
+// time: of every record the target acknowledged, even when some were not
+// in time.
 func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 	// Records are produced under their own context, so that stopping
 	// lets those already polled reach the target instead of failing them.
@@ -416,7 +417,13 @@ func (r *Replicator) Run(ctx context.Context, drain time.Duration) error {
 		return errors.Join(fatal, err)
 	}
 	if err := r.flushAll(dctx); err != nil {
-		return fmt.Errorf("waiting for records in flight: %w", err)
+		// The target did not acknowledge everything in time: save the
+		// progress of what it did (Positions counts acknowledged records
+		// only), in a time of its own; the rest is copied again at the
+		// next start.
+		cctx, ccancel := context.WithTimeout(context.Background(), max(drain/2, 5*time.Second))
+		defer ccancel()
+		return errors.Join(fmt.Errorf("waiting for records in flight: %w", err), r.Commit(cctx))
 	}
 	return r.Commit(dctx)
 }

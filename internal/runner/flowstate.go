@@ -7,10 +7,10 @@ import (
 )
 
 // flowStates lists every state a flow can be in, for kmirror_flow_state.
-var flowStates = []string{"starting", "running", "paused", "stopped", "failed"}
+var flowStates = []string{"starting", "running", "paused", "stopping", "stopped", "failed"}
 
 var flowStateDesc = prometheus.NewDesc("kmirror_flow_state",
-	"1 for the flow's current state (starting, running, paused, stopped, failed), 0 for the others.",
+	"1 for the flow's current state (starting, running, paused, stopping, stopped, failed), 0 for the others.",
 	[]string{"source", "target", "kind", "state"}, nil)
 
 // stateCollector reports the flows' states as they are when scraped.

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +34,16 @@ type Runner struct {
 	ctx   context.Context // Run's; flows run under it
 	fatal chan error      // a flow failed on its own
 
+	stopTimeout time.Duration // see SetStopTimeout
+	// runFlow runs one flow until ctx ends; runKind unless a test
+	// replaces it.
+	runFlow func(ctx context.Context, kind Kind, fc *config.Flow, f *flow.Flow) error
+
+	// ctl serializes the operations that stop and start flows (Reload,
+	// Restart, Add, Remove); they wait for flows to stop under it. mu
+	// guards the fields below and is never held while a flow stops, so
+	// Status answers while one does.
+	ctl   sync.Mutex
 	mu    sync.Mutex
 	cfg   *config.Config
 	flows map[string]*managed
@@ -42,6 +54,13 @@ type Runner struct {
 	// token here.
 	BeforeReload func(*config.Config) error
 }
+
+// DefaultStopTimeout is how long Run waits for its flows to stop (records
+// in flight acknowledged, progress saved) before it gives up on them.
+const DefaultStopTimeout = 30 * time.Second
+
+// ErrStopTimeout is returned by Run when a flow did not stop in time.
+var ErrStopTimeout = errors.New("flows did not stop in time")
 
 // Kind is what a flow runs.
 type Kind string
@@ -66,9 +85,22 @@ type managed struct {
 	done   chan struct{}
 
 	mu      sync.Mutex
-	state   string // starting, running, stopped, failed
+	state   string // running, stopping, stopped, failed
 	err     error
 	started time.Time
+	// fatal: the flow's failure stops Run. Flows Run started are; those
+	// a Reload started or Add started are not: they show as failed.
+	fatal bool
+}
+
+// stop cancels the flow; Status shows it stopping until it has.
+func (mf *managed) stop() {
+	mf.mu.Lock()
+	if mf.state == "running" {
+		mf.state = "stopping"
+	}
+	mf.mu.Unlock()
+	mf.cancel()
 }
 
 // Load reads and checks the configuration file; warnings are logged. It
@@ -98,7 +130,8 @@ func Load(path string, only []string, log *slog.Logger) (*config.Config, error) 
 
 // New returns a Runner for a configuration that Load returned.
 func New(path string, cfg *config.Config, only []string, m *metrics.Metrics, log *slog.Logger) *Runner {
-	r := &Runner{path: path, cfg: cfg, only: only, m: m, log: log, fatal: make(chan error, 1), flows: make(map[string]*managed)}
+	r := &Runner{path: path, cfg: cfg, only: only, m: m, log: log, fatal: make(chan error, 1), flows: make(map[string]*managed),
+		stopTimeout: DefaultStopTimeout, runFlow: runKind}
 	if m != nil {
 		m.Registry.MustRegister(stateCollector{r})
 	}
@@ -122,13 +155,28 @@ func (r *Runner) Config() *config.Config {
 	return r.cfg
 }
 
+// SetStopTimeout sets how long Run waits for the flows to stop once its
+// context ends (DefaultStopTimeout unless set; call it before Run). Each
+// flow waits up to half of it for its records in flight, so that saving
+// its progress fits in the rest.
+func (r *Runner) SetStopTimeout(d time.Duration) {
+	if d > 0 {
+		r.stopTimeout = d
+	}
+}
+
 // Run starts every flow and returns when ctx ends (nil) or a flow fails on
 // its own (its error): a replicator that is partly broken but looks alive is
-// worse than one that exits loudly. Flows are stopped before Run returns.
+// worse than one that exits loudly. A flow a Reload started that fails only
+// shows as failed: a reload never ends Run. Flows are stopped before Run
+// returns, waiting for them up to the stop timeout (SetStopTimeout): a flow
+// that has not stopped by then (a target that does not answer) is left
+// behind and Run returns an error wrapping ErrStopTimeout that names it.
+// Status answers all along; the flows show as stopping.
 func (r *Runner) Run(ctx context.Context) error {
 	r.mu.Lock()
 	r.ctx = ctx
-	r.startAll()
+	r.startAll(nil, true)
 	r.mu.Unlock()
 	var err error
 	select {
@@ -136,44 +184,114 @@ func (r *Runner) Run(ctx context.Context) error {
 	case err = <-r.fatal:
 	}
 	r.mu.Lock()
-	r.stopAll(false)
-	r.ctx = nil
+	r.ctx = nil // Reload, Restart and Add refuse from now on
+	flows := make([]*managed, 0, len(r.flows))
+	for _, mf := range r.flows {
+		mf.stop()
+		flows = append(flows, mf)
+	}
 	r.mu.Unlock()
+	r.log.Info("stopping flows", "flows", len(flows), "timeout", r.stopTimeout)
+	left := waitStopped(flows, time.Now().Add(r.stopTimeout))
+	r.mu.Lock()
+	for _, mf := range flows {
+		if !slices.Contains(left, mf.name) && r.flows[mf.name] == mf {
+			delete(r.flows, mf.name)
+		}
+	}
+	r.mu.Unlock()
+	if len(left) > 0 {
+		sort.Strings(left)
+		r.log.Error("flows did not stop in time; their progress since the last save is not saved, and those records are copied again at the next start",
+			"flows", left, "timeout", r.stopTimeout)
+		err = errors.Join(err, fmt.Errorf("%w (%v): %s", ErrStopTimeout, r.stopTimeout, strings.Join(left, ", ")))
+	}
 	return err
 }
 
-// startAll starts the flows of r.cfg; r.mu is held.
-func (r *Runner) startAll() {
-	flows := selected(r.cfg, r.only)
-	origin := flow.OriginHeaderFlows(r.cfg, flows)
-	for _, fc := range flows {
-		r.start(fc.Name(), fc, Replication, false, flow.Options{AddOrigin: origin[fc.Name()]})
+// waitStopped waits until every flow has stopped or the deadline passes,
+// and returns the names of those that have not stopped.
+func waitStopped(flows []*managed, deadline time.Time) []string {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	var left []string
+	for _, mf := range flows {
+		select {
+		case <-mf.done:
+			continue
+		default:
+		}
+		select {
+		case <-mf.done:
+		case <-t.C:
+			// The deadline passed: no more waiting, but what has
+			// stopped meanwhile is not reported left.
+			t.Reset(0)
+			left = append(left, mf.name)
+		}
 	}
-	for _, fc := range heartbeatPairs(r.cfg, r.only, r.log) {
-		r.start(fc.Name(), fc, Heartbeats, false, flow.Options{})
+	return left
+}
+
+// fileFlow is a flow of the file: its configuration and how it runs.
+type fileFlow struct {
+	fc   *config.Flow
+	kind Kind
+	opts flow.Options
+}
+
+// fileFlows returns the flows the file cfg runs, by name.
+func (r *Runner) fileFlows(cfg *config.Config) map[string]fileFlow {
+	out := make(map[string]fileFlow)
+	flows := selected(cfg, r.only)
+	origin := flow.OriginHeaderFlows(cfg, flows)
+	for _, fc := range flows {
+		out[fc.Name()] = fileFlow{fc, Replication, flow.Options{AddOrigin: origin[fc.Name()]}}
+	}
+	for _, fc := range heartbeatPairs(cfg, r.only, r.log) {
+		out[fc.Name()] = fileFlow{fc, Heartbeats, flow.Options{}}
+	}
+	return out
+}
+
+// startAll starts the flows of r.cfg but those in keep; r.mu is held.
+// fatal says whether their failure stops Run.
+func (r *Runner) startAll(keep map[string]bool, fatal bool) {
+	for name, ff := range r.fileFlows(r.cfg) {
+		if !keep[name] {
+			r.start(name, ff.fc, ff.kind, false, ff.opts, fatal)
+		}
 	}
 }
 
+// sameFlow reports whether a flow of the file runs the same in both
+// configurations: same settings for the flow, its clients and the worker
+// view, same kind and options. Every typed field of config.Flow is built
+// from these settings.
+func sameFlow(a, b fileFlow) bool {
+	x, y := a.fc, b.fc
+	return a.kind == b.kind && a.opts == b.opts && x.Enabled == y.Enabled &&
+		maps.Equal(x.Settings, y.Settings) && maps.Equal(x.Worker, y.Worker) &&
+		maps.Equal(x.SourceConsumer, y.SourceConsumer) && maps.Equal(x.SourceAdmin, y.SourceAdmin) &&
+		maps.Equal(x.TargetProducer, y.TargetProducer) && maps.Equal(x.TargetAdmin, y.TargetAdmin) &&
+		maps.Equal(x.TargetConsumer, y.TargetConsumer)
+}
+
 // start runs one flow under name; r.mu is held.
-func (r *Runner) start(name string, fc *config.Flow, kind Kind, added bool, opts flow.Options) {
+func (r *Runner) start(name string, fc *config.Flow, kind Kind, added bool, opts flow.Options, fatal bool) {
 	ctx, cancel := context.WithCancel(r.ctx)
+	if opts.Drain == 0 {
+		opts.Drain = r.stopTimeout / 2
+	}
 	mf := &managed{name: name, kind: kind, eos: fc.ExactlyOnce, f: flow.New(fc, opts, r.m, r.log),
-		cancel: cancel, done: make(chan struct{}), state: "running", started: time.Now()}
+		cancel: cancel, done: make(chan struct{}), state: "running", started: time.Now(), fatal: fatal && !added}
 	if added {
 		mf.added = fc
 	}
 	r.flows[mf.name] = mf
 	go func() {
 		defer close(mf.done)
-		var err error
-		switch kind {
-		case Heartbeats:
-			err = mf.f.RunHeartbeatsOnly(ctx)
-		case Checkpoints:
-			err = mf.f.RunCheckpointsOnly(ctx)
-		default:
-			err = mf.f.Run(ctx)
-		}
+		err := r.runFlow(ctx, kind, fc, mf.f)
 		mf.mu.Lock()
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -182,7 +300,15 @@ func (r *Runner) start(name string, fc *config.Flow, kind Kind, added bool, opts
 			mf.state = "stopped"
 		}
 		mf.mu.Unlock()
-		if err != nil && ctx.Err() == nil && mf.added == nil {
+		if err != nil && ctx.Err() != nil {
+			r.log.Warn("flow stopped without finishing cleanly; records after its last saved progress are copied again at the next start",
+				"flow", name, "err", err)
+		}
+		if err != nil && ctx.Err() == nil {
+			if !mf.fatal {
+				r.log.Error("flow failed; the other flows go on", "flow", name, "err", err)
+				return
+			}
 			select {
 			case r.fatal <- err:
 			default:
@@ -191,35 +317,52 @@ func (r *Runner) start(name string, fc *config.Flow, kind Kind, added bool, opts
 	}()
 }
 
-// stopAll stops every flow and waits for them; r.mu is held. With
-// fileOnly, flows that Add started go on.
-func (r *Runner) stopAll(fileOnly bool) {
-	for _, mf := range r.flows {
-		if !fileOnly || mf.added == nil {
-			mf.cancel()
-		}
+// runKind runs f as kind says until ctx ends.
+func runKind(ctx context.Context, kind Kind, _ *config.Flow, f *flow.Flow) error {
+	switch kind {
+	case Heartbeats:
+		return f.RunHeartbeatsOnly(ctx)
+	case Checkpoints:
+		return f.RunCheckpointsOnly(ctx)
 	}
-	for name, mf := range r.flows {
-		if !fileOnly || mf.added == nil {
-			<-mf.done
-			delete(r.flows, name)
-		}
+	return f.Run(ctx)
+}
+
+// stopWait stops flows and waits for them, r.mu not held (r.ctl is).
+func stopWait(flows []*managed) {
+	for _, mf := range flows {
+		mf.stop()
 	}
+	for _, mf := range flows {
+		<-mf.done
+	}
+}
+
+// get returns the flow of that name, if any.
+func (r *Runner) get(name string) (*managed, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	mf, ok := r.flows[name]
+	return mf, ok
 }
 
 // Restart stops a flow and starts it again with the same configuration.
 func (r *Runner) Restart(name string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	mf, ok := r.flows[name]
+	r.ctl.Lock()
+	defer r.ctl.Unlock()
+	mf, ok := r.get(name)
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownFlow, name)
 	}
-	mf.cancel()
-	<-mf.done
+	stopWait([]*managed{mf})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx == nil {
+		return ErrNotRunning
+	}
 	if mf.added != nil {
 		r.log.Info("restarting flow", "flow", name)
-		r.start(name, mf.added, mf.kind, true, flow.Options{})
+		r.start(name, mf.added, mf.kind, true, flow.Options{}, false)
 		return nil
 	}
 	fc, err := r.flowConfig(name, mf.kind == Heartbeats)
@@ -231,7 +374,7 @@ func (r *Runner) Restart(name string) error {
 		opts.AddOrigin = flow.OriginHeaderFlows(r.cfg, []*config.Flow{fc})[name]
 	}
 	r.log.Info("restarting flow", "flow", name)
-	r.start(name, fc, mf.kind, false, opts)
+	r.start(name, fc, mf.kind, false, opts, mf.fatal)
 	return nil
 }
 
@@ -258,9 +401,7 @@ func (r *Runner) Pause(name string) error { return r.each(name, (*flow.Flow).Pau
 func (r *Runner) Resume(name string) error { return r.each(name, (*flow.Flow).Resume) }
 
 func (r *Runner) each(name string, fn func(*flow.Flow) bool) error {
-	r.mu.Lock()
-	mf, ok := r.flows[name]
-	r.mu.Unlock()
+	mf, ok := r.get(name)
 	if !ok || mf.kind != Replication {
 		return fmt.Errorf("%w %q", ErrUnknownFlow, name)
 	}
@@ -271,7 +412,12 @@ func (r *Runner) each(name string, fn func(*flow.Flow) bool) error {
 }
 
 // Reload reads the configuration file again. An invalid file changes
-// nothing and its error is returned; a valid one replaces the running flows.
+// nothing and its error is returned; a valid one replaces the running
+// flows: the flows whose settings changed, and those the file no longer
+// runs, are stopped; new and changed ones are started; the others go on
+// untouched. A flow Reload starts that fails (an unreachable cluster)
+// shows as failed in Status, with its error, and the others go on: a
+// reload never stops Run. Reloading the file again restarts it.
 func (r *Runner) Reload() error {
 	if r.path == "" {
 		return errors.New("there is no MM2 file to reload: this kmirror's flows come from the Connect REST API")
@@ -285,12 +431,48 @@ func (r *Runner) Reload() error {
 			return err
 		}
 	}
+	r.ctl.Lock()
+	defer r.ctl.Unlock()
+	r.mu.Lock()
+	if r.ctx == nil {
+		r.mu.Unlock()
+		return ErrNotRunning
+	}
+	r.log.Info("reloading configuration", "file", r.path)
+	oldFlows, newFlows := r.fileFlows(r.cfg), r.fileFlows(cfg)
+	keep := make(map[string]bool)
+	var stop []*managed
+	for name, mf := range r.flows {
+		if mf.added != nil {
+			continue
+		}
+		old, wasOld := oldFlows[name]
+		nf, ok := newFlows[name]
+		mf.mu.Lock()
+		failed := mf.state == "failed"
+		mf.mu.Unlock()
+		if ok && wasOld && !failed && sameFlow(old, nf) {
+			keep[name] = true
+			continue
+		}
+		stop = append(stop, mf)
+	}
+	r.mu.Unlock()
+	stopWait(stop)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.log.Info("reloading configuration", "file", r.path)
-	r.stopAll(true)
+	for _, mf := range stop {
+		if r.flows[mf.name] == mf {
+			delete(r.flows, mf.name)
+		}
+	}
 	r.cfg = cfg
-	r.startAll()
+	if r.ctx == nil {
+		return ErrNotRunning
+	}
+	r.startAll(keep, false)
+	r.log.Info("configuration reloaded", "flows_restarted", len(stop), "flows_unchanged", len(keep),
+		"flows_started", len(newFlows)-len(keep))
 	return nil
 }
 
@@ -304,31 +486,41 @@ var ErrNotRunning = errors.New("the runner is not running")
 // Status instead of stopping Run. Internal/connect adds the connectors'
 // flows this way.
 func (r *Runner) Add(name string, fc *config.Flow, kind Kind) error {
+	r.ctl.Lock()
+	defer r.ctl.Unlock()
+	r.mu.Lock()
+	running := r.ctx != nil
+	r.mu.Unlock()
+	if !running {
+		return ErrNotRunning
+	}
+	if old, ok := r.get(name); ok {
+		stopWait([]*managed{old})
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ctx == nil {
 		return ErrNotRunning
 	}
-	if old, ok := r.flows[name]; ok {
-		old.cancel()
-		<-old.done
-	}
 	r.log.Info("starting flow", "flow", name, "pair", fc.Name(), "kind", kind)
-	r.start(name, fc, kind, true, flow.Options{})
+	r.start(name, fc, kind, true, flow.Options{}, false)
 	return nil
 }
 
 // Remove stops a flow Add started and waits for it.
 func (r *Runner) Remove(name string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	mf, ok := r.flows[name]
+	r.ctl.Lock()
+	defer r.ctl.Unlock()
+	mf, ok := r.get(name)
 	if !ok || mf.added == nil {
 		return fmt.Errorf("%w %q", ErrUnknownFlow, name)
 	}
-	mf.cancel()
-	<-mf.done
-	delete(r.flows, name)
+	stopWait([]*managed{mf})
+	r.mu.Lock()
+	if r.flows[name] == mf {
+		delete(r.flows, name)
+	}
+	r.mu.Unlock()
 	r.log.Info("stopped flow", "flow", name)
 	return nil
 }
