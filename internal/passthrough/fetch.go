@@ -381,6 +381,10 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 			break
 		}
 		in = rest
+		if err := checkEntry(raw); err != nil {
+			bad = err
+			break
+		}
 		if magic(raw) < 2 {
 			// Message format v0/v1: the entry's offset is that of its
 			// last record.
