@@ -70,4 +70,3 @@ func FuzzRequestJSON(f *testing.F) {
 		}
 	})
 }
-
