@@ -443,7 +443,43 @@ func (t *Task) refreshGroups(ctx context.Context) {
 	}
 	t.mu.Lock()
 	t.listed = gs
+	if err == nil {
+		// A group gone from the source (or the filter) is checkpointed
+		// no more: its last checkpoints and their series go.
+		keep := make(map[string]bool, len(gs))
+		for _, g := range gs {
+			keep[g] = true
+		}
+		for g, last := range t.last {
+			if !keep[g] {
+				for k := range last {
+					t.m.ForgetCheckpoint(t.cfg.Source, t.cfg.Target, g, k.topic, k.partition)
+				}
+				delete(t.last, g)
+			}
+		}
+	}
 	t.mu.Unlock()
+}
+
+// pruneLocked forgets the last checkpoints of group's partitions that it
+// has no committed offset for any more (their topic was deleted, or the
+// offsets expired), and their series; t.mu is held.
+func (t *Task) pruneLocked(group string, offs kadm.OffsetResponses) {
+	last := t.last[group]
+	if len(last) == 0 {
+		return
+	}
+	has := make(map[cpKey]bool)
+	offs.Each(func(o kadm.OffsetResponse) {
+		has[cpKey{t.rename(o.Topic), o.Partition}] = true
+	})
+	for k := range last {
+		if !has[k] {
+			delete(last, k)
+			t.m.ForgetCheckpoint(t.cfg.Source, t.cfg.Target, group, k.topic, k.partition)
+		}
+	}
 }
 
 // rename names a source topic on the target, as MM2's checkpoint task
@@ -503,6 +539,7 @@ func (t *Task) EmitOnce(ctx context.Context) {
 		var recs []*kgo.Record
 		var cps []wire.Checkpoint
 		t.mu.Lock()
+		t.pruneLocked(g, r.Fetched)
 		last := t.last[g]
 		for _, c := range t.translateGroup(g, r.Fetched) {
 			prev, had := last[cpKey{c.Topic, c.Partition}]
