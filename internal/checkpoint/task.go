@@ -444,22 +444,27 @@ func (t *Task) refreshGroups(ctx context.Context) {
 	t.mu.Lock()
 	t.listed = gs
 	if err == nil {
-		// A group gone from the source (or the filter) is checkpointed
-		// no more: its last checkpoints and their series go.
-		keep := make(map[string]bool, len(gs))
-		for _, g := range gs {
-			keep[g] = true
-		}
-		for g, last := range t.last {
-			if !keep[g] {
-				for k := range last {
-					t.m.ForgetCheckpoint(t.cfg.Source, t.cfg.Target, g, k.topic, k.partition)
-				}
-				delete(t.last, g)
-			}
-		}
+		t.dropUnlistedLocked(gs)
 	}
 	t.mu.Unlock()
+}
+
+// dropUnlistedLocked forgets the groups not in listed, gone from the
+// source (or the filter): they are checkpointed no more, so their last
+// checkpoints and series go; t.mu is held.
+func (t *Task) dropUnlistedLocked(listed []string) {
+	keep := make(map[string]bool, len(listed))
+	for _, g := range listed {
+		keep[g] = true
+	}
+	for g, last := range t.last {
+		if !keep[g] {
+			for k := range last {
+				t.m.ForgetCheckpoint(t.cfg.Source, t.cfg.Target, g, k.topic, k.partition)
+			}
+			delete(t.last, g)
+		}
+	}
 }
 
 // pruneLocked forgets the last checkpoints of group's partitions that it
