@@ -17,6 +17,7 @@ import (
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/lograte"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/policy"
@@ -94,6 +95,9 @@ type Task struct {
 	srcAdm, tgtAdm *kadm.Client
 	producer       *kgo.Client
 	closers        []func()
+
+	// logs limits the per-group warnings that repeat every interval.
+	logs lograte.Limiter
 
 	mu     sync.Mutex
 	last   map[string]map[cpKey]wire.Checkpoint // CheckpointStore: group -> partition -> last
@@ -537,7 +541,7 @@ func (t *Task) EmitOnce(ctx context.Context) {
 			continue
 		}
 		if r.Err != nil {
-			t.log.Warn("fetching committed offsets on the source failed", "group", g, "err", r.Err)
+			t.logs.Warn(t.log, "fetch offsets|"+r.Err.Error(), "fetching committed offsets on the source failed", "group", g, "err", r.Err)
 			continue
 		}
 		t0 := time.Now()
@@ -563,7 +567,7 @@ func (t *Task) EmitOnce(ctx context.Context) {
 			continue
 		}
 		if err := t.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.log.Warn("writing checkpoints failed; retrying at the next interval", "group", g, "err", err)
+			t.logs.Warn(t.log, "write checkpoints|"+err.Error(), "writing checkpoints failed; retrying at the next interval", "group", g, "err", err)
 			continue
 		}
 		ms := float64(time.Since(t0).Milliseconds())
