@@ -15,11 +15,23 @@ import (
 // the series count goes back down instead of growing with every topic
 // ever copied.
 func TestDeletedTopicsLeaveNoSeries(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		extra []string
+	}{
+		{"passthrough", nil},
+		{"record path", []string{recordPath}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { deletedTopicsLeaveNoSeries(t, tt.extra) })
+	}
+}
+
+func deletedTopicsLeaveNoSeries(t *testing.T, extra []string) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	base := testkafka.Topic(t, "churn")
 	src, dst := alias(t, "src"), alias(t, "dst")
-	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, src+"->"+dst+".topics = "+base+"-.*"))
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append([]string{src + "->" + dst + ".topics = " + base + "-.*"}, extra...)...))
 	metricsAddr := freeAddr(t)
 	p := startKmirror(t, "--metrics-addr", metricsAddr, cfg)
 	defer p.stop()
