@@ -134,3 +134,14 @@ func (m *Metrics) ForgetCheckpoint(source, target, group, topic string, partitio
 	m.CheckpointLatencyMs.Delete(prometheus.Labels{"source": source, "target": target, "group": group, "topic": topic, "partition": strconv.Itoa(int(partition))})
 	m.LastCheckpoints.Delete(source, target, group, topic, partition)
 }
+
+// ForgetTopic removes the per-topic series of a source topic none of whose
+// partitions is replicated here any more.
+func (m *Metrics) ForgetTopic(source, target, topic string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"source": source, "target": target, "topic": topic}
+	m.RecordsLooped.Delete(l)
+	m.TopicsRecreated.Delete(l)
+}

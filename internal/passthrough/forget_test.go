@@ -40,6 +40,8 @@ func TestRevokedPartitionsLeaveNoSeries(t *testing.T) {
 		m.PartitionErrors.WithLabelValues("A", "B", "t", "0", "false").Inc()
 		m.RecordsLost.WithLabelValues("A", "B", "t", "1").Add(2)
 		m.PartitionRestarts.WithLabelValues("A", "B", "A.t", "0", "stalled").Inc()
+		m.RecordsLooped.WithLabelValues("A", "B", "t").Inc()
+		m.TopicsRecreated.WithLabelValues("A", "B", "t").Inc()
 		v := revoker{pl: pl, gone: gone}
 		v.MarkRevoked(tps)
 		v.Delete(tps)
@@ -56,6 +58,8 @@ func TestRevokedPartitionsLeaveNoSeries(t *testing.T) {
 			"partition errs": 2 * testutil.CollectAndCount(m.PartitionErrors),
 			"records lost":   2 * testutil.CollectAndCount(m.RecordsLost),
 			"restarts":       2 * testutil.CollectAndCount(m.PartitionRestarts),
+			"looped":         2 * testutil.CollectAndCount(m.RecordsLooped),
+			"recreated":      2 * testutil.CollectAndCount(m.TopicsRecreated),
 		} {
 			if n != want {
 				t.Errorf("gone %v: %s has %d series, want %d", gone, name, n, want)

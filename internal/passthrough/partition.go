@@ -262,12 +262,17 @@ func (v revoker) Position(tp progress.TP) (int64, bool) {
 func (v revoker) Delete(tps []progress.TP) {
 	pl := v.pl
 	var gone []*partition
+	topics := make(map[string]bool) // those with no partition left
 	pl.mu.Lock()
 	for _, tp := range tps {
 		if p := pl.parts[tp]; p != nil {
 			pl.deleteLocked(p)
 			gone = append(gone, p)
+			topics[tp.Topic] = true
 		}
+	}
+	for tp := range pl.parts {
+		delete(topics, tp.Topic)
 	}
 	pl.mu.Unlock()
 	if !v.gone {
@@ -276,6 +281,9 @@ func (v revoker) Delete(tps []progress.TP) {
 	for _, p := range gone {
 		pl.cfg.Metrics.ForgetPartition(p.labels, p.tp.Topic)
 		pl.legacySeen.Delete(p.tp)
+	}
+	for topic := range topics {
+		pl.cfg.Metrics.ForgetTopic(pl.cfg.SourceAlias, pl.cfg.TargetAlias, topic)
 	}
 }
 

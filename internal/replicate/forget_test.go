@@ -26,7 +26,11 @@ func TestDeletedPartitionsLeaveNoSeries(t *testing.T) {
 		r.parts[tp] = p
 	}
 	m.PartitionErrors.WithLabelValues("A", "B", "t", "0", "false").Inc()
+	m.RecordsLooped.WithLabelValues("A", "B", "t").Inc()
 	revoker{r}.Delete(tps[:2])
+	if n := testutil.CollectAndCount(m.RecordsLooped); n != 1 {
+		t.Errorf("%d looped series while partition 2 of t stays, want 1", n)
+	}
 	if n := testutil.CollectAndCount(m.RecordCount); n != 1 {
 		t.Errorf("%d record_count series, want 1", n)
 	}
@@ -41,5 +45,9 @@ func TestDeletedPartitionsLeaveNoSeries(t *testing.T) {
 	}
 	if len(r.parts) != 1 {
 		t.Errorf("%d partitions kept, want 1", len(r.parts))
+	}
+	revoker{r}.Delete(tps[2:])
+	if n, c := testutil.CollectAndCount(m.RecordsLooped), testutil.CollectAndCount(m.RecordCount); n != 0 || c != 0 {
+		t.Errorf("%d looped and %d record_count series with no partition of t left, want 0", n, c)
 	}
 }

@@ -323,16 +323,24 @@ func (v revoker) Position(tp progress.TP) (int64, bool) {
 // releases partitions only when they leave it (Rewind keeps them).
 func (v revoker) Delete(tps []progress.TP) {
 	var gone []*partition
+	topics := make(map[string]bool) // those with no partition left
 	v.r.mu.Lock()
 	for _, tp := range tps {
 		if p := v.r.parts[tp]; p != nil {
 			gone = append(gone, p)
+			topics[tp.Topic] = true
 		}
 		delete(v.r.parts, tp)
+	}
+	for tp := range v.r.parts {
+		delete(topics, tp.Topic)
 	}
 	v.r.mu.Unlock()
 	for _, p := range gone {
 		v.r.cfg.Metrics.ForgetPartition(v.r.labels(p.tp, p.remote), p.tp.Topic)
+	}
+	for topic := range topics {
+		v.r.cfg.Metrics.ForgetTopic(v.r.cfg.SourceAlias, v.r.cfg.TargetAlias, topic)
 	}
 }
 
