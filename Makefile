@@ -12,7 +12,7 @@ TEST_PARALLEL ?= 4
 TEST_FLAGS ?=
 PKGS ?= ./...
 
-.PHONY: setup build test test-times test-compat fmt-check vet demo bench clean distclean dashboard-screenshot
+.PHONY: setup build test test-times test-compat fmt-check vet fuzz demo bench clean distclean dashboard-screenshot
 
 build:
 	$(GO) build -o bin/kmirror ./cmd/kmirror
@@ -24,6 +24,23 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 
+# Fuzzes every Go fuzz target (func FuzzX in a _test.go file) for FUZZ_TIME
+# each: the decoders of bytes from outside (record batches, internal-topic
+# records, properties, JAAS, Connect JSON). go test -fuzz takes one package
+# and one target at a time. A crash leaves its input in the package's
+# testdata/fuzz/FuzzX/, which plain go test then runs as a test case.
+FUZZ_TIME ?= 3s
+fuzz:
+	@start=$$(date +%s); \
+	for f in $$(grep -rl --include='*_test.go' '^func Fuzz' internal cmd mirrorclient | sort); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+			echo "fuzz $$t ./$$(dirname "$$f") for $(FUZZ_TIME)"; \
+			if ! out=$$($(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZ_TIME) "./$$(dirname "$$f")" 2>&1); then \
+				echo "$$out"; exit 1; fi; \
+		done; \
+	done; \
+	echo "fuzzing took $$(( $$(date +%s) - start ))s"
+
 # Unit and integration tests. Integration tests run on real Kafka brokers:
 # two single-node clusters shared through KMIRROR_TEST_CLUSTERS, torn down
 # whatever happens (tests that need more start their own).
@@ -31,7 +48,7 @@ vet:
 setup:
 	scripts/setup
 
-test: setup fmt-check vet
+test: setup fmt-check vet fuzz
 	@if [ "$${KMIRROR_SKIP_INTEGRATION:-}" = 1 ]; then \
 		echo "!!! KMIRROR_SKIP_INTEGRATION=1: integration tests will be SKIPPED !!!"; \
 		exec $(GO) test -race -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS); \

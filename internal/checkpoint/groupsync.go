@@ -134,7 +134,7 @@ func (t *Task) SyncGroupsOnce(ctx context.Context) {
 		if tg.exists {
 			offs, err := t.tgtAdm.FetchOffsets(ctx, g)
 			if err != nil {
-				t.log.Warn("fetching offsets on the target failed", "group", g, "err", err)
+				t.logs.Warn(t.log, "fetch target offsets|"+err.Error(), "fetching offsets on the target failed", "group", g, "err", err)
 				continue
 			}
 			tg.offs = make(map[cpKey]int64)
@@ -159,7 +159,7 @@ func (t *Task) SyncGroupsOnce(ctx context.Context) {
 		if err != nil {
 			// A member that joined since the describe makes the broker
 			// refuse the commit, which is what we want.
-			t.log.Warn("committing translated offsets on the target failed", "group", g, "err", err)
+			t.logs.Warn(t.log, "commit target offsets|"+err.Error(), "committing translated offsets on the target failed", "group", g, "err", err)
 			continue
 		}
 		t.m.GroupOffsetsSynced.WithLabelValues(t.cfg.Source, t.cfg.Target, g).Add(float64(len(plan)))

@@ -17,6 +17,7 @@ import (
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/lograte"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/policy"
@@ -94,6 +95,9 @@ type Task struct {
 	srcAdm, tgtAdm *kadm.Client
 	producer       *kgo.Client
 	closers        []func()
+
+	// logs limits the per-group warnings that repeat every interval.
+	logs lograte.Limiter
 
 	mu     sync.Mutex
 	last   map[string]map[cpKey]wire.Checkpoint // CheckpointStore: group -> partition -> last
@@ -443,7 +447,48 @@ func (t *Task) refreshGroups(ctx context.Context) {
 	}
 	t.mu.Lock()
 	t.listed = gs
+	if err == nil {
+		t.dropUnlistedLocked(gs)
+	}
 	t.mu.Unlock()
+}
+
+// dropUnlistedLocked forgets the groups not in listed, gone from the
+// source (or the filter): they are checkpointed no more, so their last
+// checkpoints and series go; t.mu is held.
+func (t *Task) dropUnlistedLocked(listed []string) {
+	keep := make(map[string]bool, len(listed))
+	for _, g := range listed {
+		keep[g] = true
+	}
+	for g, last := range t.last {
+		if !keep[g] {
+			for k := range last {
+				t.m.ForgetCheckpoint(t.cfg.Source, t.cfg.Target, g, k.topic, k.partition)
+			}
+			delete(t.last, g)
+		}
+	}
+}
+
+// pruneLocked forgets the last checkpoints of group's partitions that it
+// has no committed offset for any more (their topic was deleted, or the
+// offsets expired), and their series; t.mu is held.
+func (t *Task) pruneLocked(group string, offs kadm.OffsetResponses) {
+	last := t.last[group]
+	if len(last) == 0 {
+		return
+	}
+	has := make(map[cpKey]bool)
+	offs.Each(func(o kadm.OffsetResponse) {
+		has[cpKey{t.rename(o.Topic), o.Partition}] = true
+	})
+	for k := range last {
+		if !has[k] {
+			delete(last, k)
+			t.m.ForgetCheckpoint(t.cfg.Source, t.cfg.Target, group, k.topic, k.partition)
+		}
+	}
 }
 
 // rename names a source topic on the target, as MM2's checkpoint task
@@ -496,13 +541,14 @@ func (t *Task) EmitOnce(ctx context.Context) {
 			continue
 		}
 		if r.Err != nil {
-			t.log.Warn("fetching committed offsets on the source failed", "group", g, "err", r.Err)
+			t.logs.Warn(t.log, "fetch offsets|"+r.Err.Error(), "fetching committed offsets on the source failed", "group", g, "err", r.Err)
 			continue
 		}
 		t0 := time.Now()
 		var recs []*kgo.Record
 		var cps []wire.Checkpoint
 		t.mu.Lock()
+		t.pruneLocked(g, r.Fetched)
 		last := t.last[g]
 		for _, c := range t.translateGroup(g, r.Fetched) {
 			prev, had := last[cpKey{c.Topic, c.Partition}]
@@ -521,7 +567,7 @@ func (t *Task) EmitOnce(ctx context.Context) {
 			continue
 		}
 		if err := t.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.log.Warn("writing checkpoints failed; retrying at the next interval", "group", g, "err", err)
+			t.logs.Warn(t.log, "write checkpoints|"+err.Error(), "writing checkpoints failed; retrying at the next interval", "group", g, "err", err)
 			continue
 		}
 		ms := float64(time.Since(t0).Milliseconds())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/kmirror/kmirror/internal/lograte"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/progress"
@@ -27,6 +28,9 @@ type Core struct {
 	Syncs   *offsetsync.Writer
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
+	// Logs limits the warnings that repeat (a partition retried every
+	// second, one error on many partitions) per cause; see lograte.
+	Logs lograte.Limiter
 
 	ackedSince atomic.Int64 // records acknowledged since the last Commit
 	paused     atomic.Bool  // Pause is in effect
@@ -169,13 +173,13 @@ func (c *Core) ListRange(ctx context.Context, tp progress.TP) (LogRange, bool) {
 	starts, err1 := c.SourceAdmin.ListStartOffsets(rctx, tp.Topic)
 	ends, err2 := c.SourceAdmin.ListEndOffsets(rctx, tp.Topic)
 	if err := errors.Join(err1, err2); err != nil {
-		c.Log.Warn("cannot list offsets after offset out of range; retrying", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		c.Logs.Warn(c.Log, "list offsets after out of range|"+err.Error(), "cannot list offsets after offset out of range; retrying", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		return LogRange{}, false
 	}
 	start, ok1 := starts.Lookup(tp.Topic, tp.Partition)
 	end, ok2 := ends.Lookup(tp.Topic, tp.Partition)
 	if !ok1 || !ok2 || start.Err != nil || end.Err != nil {
-		c.Log.Warn("cannot list offsets after offset out of range; retrying", "topic", tp.Topic, "partition", tp.Partition)
+		c.Logs.Warn(c.Log, "list offsets after out of range", "cannot list offsets after offset out of range; retrying", "topic", tp.Topic, "partition", tp.Partition)
 		return LogRange{}, false
 	}
 	return LogRange{start.Offset, end.Offset}, true

@@ -70,3 +70,14 @@ func (cs *Checkpoints) All() []Checkpoint {
 	})
 	return out
 }
+
+// Delete forgets the checkpoint of one group partition; on a nil
+// Checkpoints it does nothing.
+func (cs *Checkpoints) Delete(source, target, group, topic string, partition int32) {
+	if cs == nil {
+		return
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	delete(cs.m, cpKey{source, target, group, topic, partition})
+}

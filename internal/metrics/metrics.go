@@ -5,6 +5,8 @@
 package metrics
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -101,4 +103,45 @@ func New() *Metrics {
 	sampled.MustRegister(m.RecordsLost)
 	m.Sampled = sampled
 	return m
+}
+
+// ForgetPartition removes every series of one replicated partition, for a
+// partition revoked or whose topic is gone: l holds its source, target,
+// (remote) topic and partition labels, as its record_count series has them,
+// and topic is its source topic, which the loss and error counters carry.
+// Handles to the removed series still work but are no longer exported.
+func (m *Metrics) ForgetPartition(l prometheus.Labels, topic string) {
+	if m == nil {
+		return
+	}
+	m.RecordCount.Delete(l)
+	m.ByteCount.Delete(l)
+	m.RecordAgeMs.Delete(l)
+	m.ReplicationLatencyMs.Delete(l)
+	m.SourceBatchErrors.Delete(l)
+	m.PartitionRestarts.DeletePartialMatch(l)
+	src := prometheus.Labels{"source": l["source"], "target": l["target"], "topic": topic, "partition": l["partition"]}
+	m.RecordsLost.Delete(src)
+	m.PartitionErrors.DeletePartialMatch(src)
+}
+
+// ForgetCheckpoint removes the series and the last checkpoint of one
+// group partition (remote topic) no longer checkpointed.
+func (m *Metrics) ForgetCheckpoint(source, target, group, topic string, partition int32) {
+	if m == nil {
+		return
+	}
+	m.CheckpointLatencyMs.Delete(prometheus.Labels{"source": source, "target": target, "group": group, "topic": topic, "partition": strconv.Itoa(int(partition))})
+	m.LastCheckpoints.Delete(source, target, group, topic, partition)
+}
+
+// ForgetTopic removes the per-topic series of a source topic none of whose
+// partitions is replicated here any more.
+func (m *Metrics) ForgetTopic(source, target, topic string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"source": source, "target": target, "topic": topic}
+	m.RecordsLooped.Delete(l)
+	m.TopicsRecreated.Delete(l)
 }

@@ -190,3 +190,25 @@ func (v *WindowVec) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(v.descs[3], prometheus.GaugeValue, avg, e.values...)
 	}
 }
+
+// Delete removes the Window of the given labels; it reports whether there
+// was one. A handle to it still works but is no longer exported.
+func (v *WindowVec) Delete(l prometheus.Labels) bool {
+	values := make([]string, len(v.labels))
+	for i, k := range v.labels {
+		values[i] = l[k]
+	}
+	key := strings.Join(values, "\xff")
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.m[key]
+	delete(v.m, key)
+	return ok
+}
+
+// Len returns how many Windows the family holds.
+func (v *WindowVec) Len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.m)
+}

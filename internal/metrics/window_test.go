@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +74,34 @@ func TestRateVec(t *testing.T) {
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "r"); err != nil {
 			t.Errorf("step %d: %v", i, err)
 		}
+	}
+}
+
+// TestWindowVecDelete: a deleted Window is no longer collected; the
+// others are.
+func TestWindowVecDelete(t *testing.T) {
+	v := NewWindowVec("x", "x", []string{"topic", "partition"})
+	for _, p := range []string{"0", "1"} {
+		v.WithLabelValues("t", p).Set(1)
+	}
+	if !v.Delete(prometheus.Labels{"topic": "t", "partition": "0"}) || v.Delete(prometheus.Labels{"topic": "t", "partition": "0"}) {
+		t.Fatal("Delete reported the wrong presence")
+	}
+	if n := testutil.CollectAndCount(v); n != 4 || v.Len() != 1 { // one Window: last, min, max, avg
+		t.Fatalf("%d series from %d Windows, want 4 from 1", n, v.Len())
+	}
+}
+
+// TestForgetCheckpoint drops a group partition's latency series and last
+// checkpoint, and nothing else.
+func TestForgetCheckpoint(t *testing.T) {
+	m := New()
+	for _, p := range []int32{0, 1} {
+		m.CheckpointLatencyMs.WithLabelValues("A", "B", "g", "A.t", strconv.Itoa(int(p))).Set(3)
+		m.LastCheckpoints.Set(Checkpoint{Source: "A", Target: "B", Group: "g", Topic: "A.t", Partition: p})
+	}
+	m.ForgetCheckpoint("A", "B", "g", "A.t", 0)
+	if n, all := m.CheckpointLatencyMs.Len(), m.LastCheckpoints.All(); n != 1 || len(all) != 1 || all[0].Partition != 1 {
+		t.Fatalf("%d windows, checkpoints %+v; want partition 1 only", n, all)
 	}
 }

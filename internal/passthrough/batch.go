@@ -32,7 +32,8 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// errCorrupt reports a batch whose CRC does not match its bytes.
+// errCorrupt reports a batch or legacy message whose CRC does not match
+// its bytes.
 var errCorrupt = errors.New("record batch CRC mismatch")
 
 // nextBatch splits the first complete batch (or legacy message) off in:
@@ -51,6 +52,43 @@ func nextBatch(in []byte) (raw, rest []byte, ok bool) {
 
 // magic returns the format version of a complete batch or message.
 func magic(raw []byte) int8 { return int8(raw[magicAt]) }
+
+// Sizes of the smallest legacy messages: offset, length, CRC, magic,
+// attributes, (v1: timestamp), key and value lengths.
+const (
+	legacyMinV0 = lengthExtra + 4 + 1 + 1 + 4 + 4
+	legacyMinV1 = legacyMinV0 + 8
+	legacyCRCAt = 12 // uint32 CRC-32 (IEEE) of everything from magicAt on
+)
+
+// errUnknownMagic reports an entry of a format this package does not know.
+var errUnknownMagic = errors.New("unknown message format (magic)")
+
+// checkEntry reports a complete entry from nextBatch that cannot be read
+// as what its magic says: an unknown magic, or a legacy message shorter
+// than its fixed fields or whose CRC does not match. Such an entry is
+// handled as a corrupt batch (badBatchLocked), never read past its end.
+// A v2 batch is checked by parseHeader.
+func checkEntry(raw []byte) error {
+	switch m := magic(raw); m {
+	case 2:
+		return nil
+	case 0, 1:
+		need := legacyMinV0
+		if m == 1 {
+			need = legacyMinV1
+		}
+		if len(raw) < need {
+			return fmt.Errorf("message (magic %d) of %d bytes is shorter than its fixed fields (%d)", m, len(raw), need)
+		}
+		if crc32.ChecksumIEEE(raw[magicAt:]) != binary.BigEndian.Uint32(raw[legacyCRCAt:]) {
+			return errCorrupt
+		}
+		return nil
+	default:
+		return fmt.Errorf("%w %d", errUnknownMagic, m)
+	}
+}
 
 // parseHeader reads the header of a complete v2 batch and checks its CRC.
 // Records in the result alias raw.

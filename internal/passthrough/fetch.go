@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -222,7 +224,7 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 		case datapath.IsAny(err, sessionErrs[:2]):
 			pl.cfg.Log.Debug("passthrough: fetch session reset", "broker", ls.l.broker, "err", err)
 		default:
-			pl.cfg.Log.Warn("passthrough: fetch failed; refreshing metadata", "broker", ls.l.broker, "err", err)
+			pl.Logs.Warn(pl.cfg.Log, "fetch failed|"+err.Error(), "passthrough: fetch failed; refreshing metadata", "broker", ls.l.broker, "err", err)
 			pl.needMeta = true
 			ls.retryAt = time.Now().Add(200 * time.Millisecond)
 		}
@@ -325,7 +327,7 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 			pl.needMeta = true
 			p.retryAt = time.Now().Add(100 * time.Millisecond)
 		default:
-			pl.cfg.Log.Warn("fetch error", "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)
+			pl.Logs.Warn(pl.cfg.Log, "fetch error|"+err.Error(), "fetch error", "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)
 			p.retryAt = time.Now().Add(time.Second)
 		}
 		pl.touchLocked(p)
@@ -381,6 +383,10 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 			break
 		}
 		in = rest
+		if err := checkEntry(raw); err != nil {
+			bad = err
+			break
+		}
 		if magic(raw) < 2 {
 			// Message format v0/v1: the entry's offset is that of its
 			// last record.
@@ -479,15 +485,15 @@ func maxTimestamp(raw []byte) int64 {
 
 // badBatchLocked backs p off after a source batch at offset failed its
 // check: fetched again after 100 ms, doubling up to 30 s, counted and shown
-// in status, logged at the first failures and then at every power of two.
+// in status, logged as pl.Logs lets (the first failure, then at every power
+// of two of the failures and at least once a minute, with counts).
 func (pl *Pipeline) badBatchLocked(p *partition, offset int64, err error) {
 	p.badBatches++
 	n := p.badBatches
 	p.retryAt = time.Now().Add(min(100*time.Millisecond<<min(n-1, 9), 30*time.Second))
 	p.lastErr = fmt.Errorf("source batch at offset %d: %w", offset, err)
 	pl.cfg.Metrics.SourceBatchErrors.With(p.labels).Inc()
-	if n&(n-1) == 0 {
-		pl.cfg.Log.Error("passthrough: unreadable source batch; fetching it again after a pause",
-			"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", offset, "failures", n, "retry_in", time.Until(p.retryAt).Round(time.Millisecond).String(), "err", err)
-	}
+	pl.Logs.Log(pl.cfg.Log, slog.LevelError, "unreadable source batch|"+p.tp.Topic+"|"+strconv.Itoa(int(p.tp.Partition)),
+		"passthrough: unreadable source batch; fetching it again after a pause",
+		"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", offset, "failures", n, "retry_in", time.Until(p.retryAt).Round(time.Millisecond).String(), "err", err)
 }

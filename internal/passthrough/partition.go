@@ -191,7 +191,7 @@ func (pl *Pipeline) Revoke(ctx context.Context, tps []progress.TP) error {
 	if pl.eos() {
 		return pl.txnRevoke(ctx, tps)
 	}
-	return pl.Release(ctx, revoker{pl}, tps, true)
+	return pl.Release(ctx, revoker{pl: pl, gone: true}, tps, true)
 }
 
 // Rewind restarts the partitions of topic that the Pipeline owns at the
@@ -207,15 +207,20 @@ func (pl *Pipeline) Rewind(ctx context.Context, topic string) error {
 		}
 	}
 	pl.mu.Unlock()
-	if err := pl.Release(ctx, revoker{pl}, tps, false); err != nil {
+	if err := pl.Release(ctx, revoker{pl: pl}, tps, false); err != nil {
 		return err
 	}
 	pl.assign(ps, true)
 	return nil
 }
 
-// revoker is the Pipeline's side of datapath.Core.Release.
-type revoker struct{ pl *Pipeline }
+// revoker is the Pipeline's side of datapath.Core.Release. With gone, the
+// partitions leave the Pipeline (revoked, or their topic is gone): Delete
+// also drops their metric series and what the Pipeline kept of them.
+type revoker struct {
+	pl   *Pipeline
+	gone bool
+}
 
 func (v revoker) MarkRevoked(tps []progress.TP) []progress.TP {
 	pl := v.pl
@@ -256,12 +261,29 @@ func (v revoker) Position(tp progress.TP) (int64, bool) {
 
 func (v revoker) Delete(tps []progress.TP) {
 	pl := v.pl
+	var gone []*partition
+	topics := make(map[string]bool) // those with no partition left
 	pl.mu.Lock()
-	defer pl.mu.Unlock()
 	for _, tp := range tps {
 		if p := pl.parts[tp]; p != nil {
 			pl.deleteLocked(p)
+			gone = append(gone, p)
+			topics[tp.Topic] = true
 		}
+	}
+	for tp := range pl.parts {
+		delete(topics, tp.Topic)
+	}
+	pl.mu.Unlock()
+	if !v.gone {
+		return
+	}
+	for _, p := range gone {
+		pl.cfg.Metrics.ForgetPartition(p.labels, p.tp.Topic)
+		pl.legacySeen.Delete(p.tp)
+	}
+	for topic := range topics {
+		pl.cfg.Metrics.ForgetTopic(pl.cfg.SourceAlias, pl.cfg.TargetAlias, topic)
 	}
 }
 

@@ -395,7 +395,7 @@ func (pl *Pipeline) initProducerID(ctx context.Context) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			pl.cfg.Log.Warn("passthrough: cannot get a producer ID from the target; retrying", "err", err)
+			pl.Logs.Warn(pl.cfg.Log, "init producer id|"+err.Error(), "passthrough: cannot get a producer ID from the target; retrying", "err", err)
 		}
 		return
 	}
@@ -440,7 +440,7 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	maxBytes, err3 := pl.targetMaxBytes(rctx, keys(dstSet))
 	if err := errors.Join(err1, err2); err != nil {
 		if ctx.Err() == nil {
-			pl.cfg.Log.Warn("passthrough: metadata refresh failed; retrying", "err", err)
+			pl.Logs.Warn(pl.cfg.Log, "metadata|"+err.Error(), "passthrough: metadata refresh failed; retrying", "err", err)
 		}
 		pl.mu.Lock()
 		pl.needMeta = true
@@ -593,7 +593,7 @@ func (pl *Pipeline) resolve(ctx context.Context, ps []*partition, list func(cont
 	offs, err := list(rctx, keys(topics)...)
 	if err != nil {
 		if ctx.Err() == nil {
-			pl.cfg.Log.Warn("passthrough: cannot list start offsets; retrying", "err", err)
+			pl.Logs.Warn(pl.cfg.Log, "list start offsets|"+err.Error(), "passthrough: cannot list start offsets; retrying", "err", err)
 		}
 		return
 	}

@@ -360,7 +360,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 			if p.retries == 1 || p.retries%20 == 0 {
 				fatal := false
 				pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), strconv.FormatBool(fatal)).Inc()
-				pl.cfg.Log.Warn("passthrough: produce failed; retrying from the oldest unacknowledged batch", "topic", p.tp.Topic, "partition", p.tp.Partition, "offset", b.first, "retries", p.retries, "err", err)
+				pl.Logs.Warn(pl.cfg.Log, "produce failed|"+err.Error(), "passthrough: produce failed; retrying from the oldest unacknowledged batch", "topic", p.tp.Topic, "partition", p.tp.Partition, "offset", b.first, "retries", p.retries, "err", err)
 			}
 		}
 	}

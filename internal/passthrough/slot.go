@@ -102,7 +102,7 @@ func (pl *Pipeline) Fence(ctx context.Context, tps []progress.TP) map[progress.T
 // commit with their final progress before they are forgotten. Slots left
 // without partitions are handed back.
 func (pl *Pipeline) txnRevoke(ctx context.Context, tps []progress.TP) error {
-	v := revoker{pl}
+	v := revoker{pl: pl, gone: true}
 	mine := v.MarkRevoked(tps)
 	theirs := make(map[*txnState]bool)
 	pl.mu.Lock()

@@ -238,7 +238,7 @@ func (r *Replicator) Assign(ps []datapath.Partition) {
 
 func (r *Replicator) newPartition(a datapath.Partition) *partition {
 	m := r.cfg.Metrics
-	l := prometheus.Labels{"source": r.cfg.SourceAlias, "target": r.cfg.TargetAlias, "topic": a.Remote, "partition": strconv.Itoa(int(a.TP.Partition))}
+	l := r.labels(a.TP, a.Remote)
 	return &partition{
 		tp:           a.TP,
 		remote:       a.Remote,
@@ -252,6 +252,11 @@ func (r *Replicator) newPartition(a datapath.Partition) *partition {
 	}
 }
 
+// labels are the metric labels of tp, whose remote topic is remote.
+func (r *Replicator) labels(tp progress.TP, remote string) prometheus.Labels {
+	return prometheus.Labels{"source": r.cfg.SourceAlias, "target": r.cfg.TargetAlias, "topic": remote, "partition": strconv.Itoa(int(tp.Partition))}
+}
+
 // Revoke stops replicating tps, waits for their records in flight and saves
 // their progress.
 func (r *Replicator) Revoke(ctx context.Context, tps []progress.TP) error {
@@ -263,11 +268,7 @@ func (r *Replicator) Revoke(ctx context.Context, tps []progress.TP) error {
 	// that works (a fenced worker's does not), they are dropped: what was
 	// not committed is copied again by the next owner.
 	err := r.Commit(ctx)
-	r.mu.Lock()
-	for _, tp := range tps {
-		delete(r.parts, tp)
-	}
-	r.mu.Unlock()
+	revoker{r}.Delete(tps)
 	r.releaseSlots(false)
 	return err
 }
@@ -318,12 +319,29 @@ func (v revoker) Position(tp progress.TP) (int64, bool) {
 	return p.Position()
 }
 
+// Delete forgets tps and drops their metric series: a Replicator
+// releases partitions only when they leave it (Rewind keeps them).
 func (v revoker) Delete(tps []progress.TP) {
+	var gone []*partition
+	topics := make(map[string]bool) // those with no partition left
 	v.r.mu.Lock()
 	for _, tp := range tps {
+		if p := v.r.parts[tp]; p != nil {
+			gone = append(gone, p)
+			topics[tp.Topic] = true
+		}
 		delete(v.r.parts, tp)
 	}
+	for tp := range v.r.parts {
+		delete(topics, tp.Topic)
+	}
 	v.r.mu.Unlock()
+	for _, p := range gone {
+		v.r.cfg.Metrics.ForgetPartition(v.r.labels(p.tp, p.remote), p.tp.Topic)
+	}
+	for topic := range topics {
+		v.r.cfg.Metrics.ForgetTopic(v.r.cfg.SourceAlias, v.r.cfg.TargetAlias, topic)
+	}
 }
 
 // drain waits until no record of p is in flight.

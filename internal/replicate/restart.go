@@ -101,7 +101,7 @@ func (r *Replicator) resume(ctx context.Context, p *partition, from int64, err e
 		return
 	}
 	if err != nil {
-		r.cfg.Log.Warn("partition restarting after a produce error", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", from, "err", err)
+		r.Logs.Warn(r.cfg.Log, "produce error|"+err.Error(), "partition restarting after a produce error", "topic", p.tp.Topic, "partition", p.tp.Partition, "from", from, "err", err)
 		// The error may come from stale metadata, e.g. partitions just added.
 		for _, cl := range r.producers() {
 			cl.ForceMetadataRefresh()
@@ -193,7 +193,7 @@ func (r *Replicator) fetchError(ctx context.Context, tp progress.TP, err error) 
 		return
 	}
 	if !errors.Is(err, kerr.OffsetOutOfRange) {
-		r.cfg.Log.Warn("fetch error", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		r.Logs.Warn(r.cfg.Log, "fetch error|"+err.Error(), "fetch error", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		return
 	}
 	lr, ok := r.ListRange(ctx, tp)

@@ -13,6 +13,9 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	f.Add(unhex(f, "00014100 0142"), unhex(f, "0000 0000018bcfe56800"))
 	f.Add([]byte{0xff, 0xff}, []byte{})
 	f.Fuzz(func(t *testing.T, k, v []byte) {
+		if n, err := ValueVersion(v); err == nil && len(v) < 2 {
+			t.Fatalf("version %d from %d bytes", n, len(v))
+		}
 		h, err := DecodeHeartbeat(k, v)
 		if err != nil {
 			return
@@ -89,6 +92,36 @@ func FuzzDecodeOffsetValue(f *testing.F) {
 		}
 		if n2, err := DecodeOffsetValue(OffsetValue(n)); err != nil || n2 != n {
 			t.Fatalf("round trip %d: %d, %v", n, n2, err)
+		}
+	})
+}
+
+func FuzzDecodeCheckpointOffsetKey(f *testing.F) {
+	f.Add(CheckpointOffsetKey("g1", "t1", 3))
+	f.Add([]byte(`["MirrorCheckpointConnector",{"group":"g","partition":1e10,"topic":"t"}]`))
+	f.Fuzz(func(t *testing.T, key []byte) {
+		_, group, topic, p, err := DecodeCheckpointOffsetKey(key)
+		if err != nil {
+			return
+		}
+		_, g2, t2, p2, err := DecodeCheckpointOffsetKey(CheckpointOffsetKey(group, topic, p))
+		if err != nil || g2 != group || t2 != topic || p2 != p {
+			t.Fatalf("round trip of %q: %q %q %d %v", key, g2, t2, p2, err)
+		}
+	})
+}
+
+func FuzzDecodeHeartbeatOffsetKey(f *testing.F) {
+	f.Add(HeartbeatOffsetKey("A", "B"))
+	f.Add([]byte(`["MirrorHeartbeatConnector",{"sourceClusterAlias":null,"targetClusterAlias":"B"}]`))
+	f.Fuzz(func(t *testing.T, key []byte) {
+		_, src, tgt, err := DecodeHeartbeatOffsetKey(key)
+		if err != nil {
+			return
+		}
+		_, s2, t2, err := DecodeHeartbeatOffsetKey(HeartbeatOffsetKey(src, tgt))
+		if err != nil || s2 != src || t2 != tgt {
+			t.Fatalf("round trip of %q: %q %q %v", key, s2, t2, err)
 		}
 	})
 }
