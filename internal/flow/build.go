@@ -48,6 +48,7 @@ type running struct {
 	assigned           map[progress.TP]bool // single mode: partitions handed to rep
 	hosts              hosting              // partitions waiting for the target to host them
 	synced             []topicsync.Topic    // the topics of the last refresh that went through
+	kick               chan struct{}        // a produce found a remote topic gone: refresh now
 }
 
 // connect checks the settings the flow needs and that both clusters answer.
@@ -200,6 +201,7 @@ func (r *running) build(ctx context.Context) error {
 			FetchMaxBytes:     int32(positiveInt(c.SourceConsumer["fetch.max.bytes"])),
 			PartitionMaxBytes: int32(positiveInt(c.SourceConsumer["max.partition.fetch.bytes"])),
 			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
+			TopicGone:         r.topicGone,
 		}
 		if eos {
 			ptc.TransactionalID, ptc.Slots = TransactionalID(c), slotCount
@@ -224,6 +226,7 @@ func (r *running) build(ctx context.Context) error {
 			Transactional: eos,
 			SlotProducer:  slotProducer,
 			Slots:         slotCount,
+			TopicGone:     r.topicGone,
 			Metrics:       f.m,
 			Log:           f.log,
 		})
@@ -246,9 +249,24 @@ func (r *running) build(ctx context.Context) error {
 		ReplicationFactor:     c.ReplicationFactor,
 		ConfigExclude:         r.exclude,
 		DefaultsFromSource:    c.Settings["use.defaults.from"] == "source",
+		Recreated:             func(rs []string) { f.forget(rs...) },
 		Log:                   f.log,
 	}
 	return nil
+}
+
+// topicGone is the data path's report that the target does not know a
+// remote topic (deleted on the target): topic sync checks the remote
+// topics fully at once rather than at the next refresh.
+func (r *running) topicGone(remote string) {
+	if r.syncer == nil {
+		return
+	}
+	r.syncer.Recheck()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 }
 
 // seedFromGroup gives partitions that have no progress yet the position of

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,6 +126,9 @@ type Flow struct {
 
 	closers []func()
 
+	prodMu    sync.Mutex
+	producers []*kgo.Client // producers on the target that write replicated records or progress
+
 	mu     sync.Mutex
 	rep    datapath.Engine                   // set once Run has assigned partitions
 	health *datapath.Health                  // with rep
@@ -195,7 +200,26 @@ func (f *Flow) client(role string, kind clients.Role, props map[string]string, e
 		return nil, nil, fmt.Errorf("flow %s, %s client: %w", f.cfg.Name(), role, err)
 	}
 	f.closers = append(f.closers, cl.Close)
+	if kind == clients.Producer && (strings.HasPrefix(role, "replication-producer") || role == "progress-producer") {
+		f.prodMu.Lock()
+		f.producers = append(f.producers, cl)
+		f.prodMu.Unlock()
+	}
 	return cl, opts, nil
+}
+
+// forget makes the flow's producers forget topics that were deleted and
+// created again on the target: kgo keeps the topic ID it first saw and
+// fails with UNKNOWN_TOPIC_ID until the topic is purged from it. Records
+// buffered for them fail and their partitions restart from their last
+// acknowledged record.
+func (f *Flow) forget(topics ...string) {
+	f.prodMu.Lock()
+	ps := slices.Clone(f.producers)
+	f.prodMu.Unlock()
+	for _, cl := range ps {
+		cl.PurgeTopicsFromProducing(topics...)
+	}
 }
 
 func (f *Flow) close() {
@@ -209,7 +233,7 @@ func (f *Flow) close() {
 // acknowledged and progress saved before it returns.
 func (f *Flow) Run(ctx context.Context) error {
 	defer f.close()
-	r := &running{f: f, c: f.cfg, assigned: make(map[progress.TP]bool)}
+	r := &running{f: f, c: f.cfg, assigned: make(map[progress.TP]bool), kick: make(chan struct{}, 1)}
 	if err := r.connect(ctx); err != nil {
 		return err
 	}

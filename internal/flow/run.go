@@ -258,23 +258,34 @@ const hostedPoll = time.Second
 // refreshLoop refreshes the topics every refresh.topics.interval.seconds,
 // and every hostedPoll while new remote partitions wait for the target to
 // host them, so that they are copied as soon as it does (even with the
-// refresh off).
+// refresh off). A produce that found a remote topic gone (topicGone)
+// refreshes at once, at most every hostedPoll.
 func (r *running) refreshLoop(ctx context.Context) {
 	c := r.c
 	on := c.RefreshTopicsEnabled && c.RefreshTopicsInterval > 0
+	last := time.Now()
 	for {
-		d := c.RefreshTopicsInterval
+		var tick <-chan time.Time
 		switch {
 		case r.syncer.Pending() || r.hooks.adapter.Unhosted():
-			d = hostedPoll
-		case !on:
-			return
+			tick = time.After(hostedPoll)
+		case on:
+			tick = time.After(c.RefreshTopicsInterval)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(d):
+		case <-tick:
+		case <-r.kick:
+			if wait := hostedPoll - time.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 		}
+		last = time.Now()
 		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
 			r.f.log.Warn("refreshing topics failed; retrying at the next interval", "err", err)
 		}
