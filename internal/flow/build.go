@@ -145,6 +145,19 @@ func (r *running) build(ctx context.Context) error {
 		Source:            c.Source,
 		Partitions:        c.OffsetStoragePartitions,
 		ReplicationFactor: c.OffsetStorageReplicationFactor,
+		Missing: func(missing bool) {
+			v := 0.0
+			if missing {
+				v = 1
+			}
+			f.m.Progress.TopicMissing.WithLabelValues(c.Source, c.Target).Set(v)
+		},
+		Recreated: func() {
+			f.m.Progress.TopicRecreated.WithLabelValues(c.Source, c.Target).Inc()
+			// Exactly-once producers write progress in their
+			// transactions: they must learn the new topic's ID too.
+			f.forget(c.OffsetStorageTopic)
+		},
 	}, f.log)
 	if err != nil {
 		return fmt.Errorf("flow %s: %w", c.Name(), err)

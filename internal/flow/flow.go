@@ -133,6 +133,7 @@ type Flow struct {
 	rep    datapath.Engine                   // set once Run has assigned partitions
 	health *datapath.Health                  // with rep
 	held   func() []datapath.PartitionStatus // with rep: partitions not in it yet
+	store  *progress.Store                   // with rep
 }
 
 // Partitions returns the state of the flow's partitions; nil before the
@@ -151,6 +152,18 @@ func (f *Flow) Partitions() []datapath.PartitionStatus {
 		datapath.SortStatus(st)
 	}
 	return h.Annotate(st)
+}
+
+// Problem says what keeps the flow from working as it should although it
+// runs (its progress topic missing on the target), or "".
+func (f *Flow) Problem() string {
+	f.mu.Lock()
+	store := f.store
+	f.mu.Unlock()
+	if store == nil {
+		return ""
+	}
+	return store.Problem()
 }
 
 // Pause stops fetching from the source until Resume; it reports whether
@@ -244,7 +257,7 @@ func (f *Flow) Run(ctx context.Context) error {
 		return fmt.Errorf("flow %s: %w", r.c.Name(), err)
 	}
 	f.mu.Lock()
-	f.rep, f.health, f.held = r.rep, r.health, r.held
+	f.rep, f.health, f.held, f.store = r.rep, r.health, r.held, r.store
 	f.mu.Unlock()
 	return r.run(ctx)
 }

@@ -244,6 +244,13 @@ func (r *running) commitLoop(ctx context.Context) {
 			last = time.Now()
 			if err := r.rep.Commit(ctx); err != nil && ctx.Err() == nil {
 				r.f.log.Warn("saving progress failed; retrying at the next interval", "err", err)
+				if progress.TopicGone(err) {
+					// Exactly-once writes progress in its
+					// transactions, not through the Store.
+					if err := r.store.Check(ctx); err != nil && ctx.Err() == nil {
+						r.f.log.Warn("making the progress topic again failed; retrying", "topic", r.store.Topic(), "err", err)
+					}
+				}
 			}
 		}
 		t.Reset(wait())
@@ -288,6 +295,10 @@ func (r *running) refreshLoop(ctx context.Context) {
 		last = time.Now()
 		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
 			r.f.log.Warn("refreshing topics failed; retrying at the next interval", "err", err)
+		}
+		// The progress topic too, deleted while no progress moves.
+		if err := r.store.Check(ctx); err != nil && ctx.Err() == nil {
+			r.f.log.Warn("making the progress topic again failed; retrying at the next refresh", "topic", r.store.Topic(), "err", err)
 		}
 	}
 }
