@@ -38,6 +38,7 @@ type running struct {
 	srcAdmCl           *kgo.Client // of srcAdm
 	tgtAdmCl           *kgo.Client // of tgtAdm
 	tgtConn            []kgo.Opt   // target connection options, for readers
+	srcConn            []kgo.Opt   // source connection options, for readers
 	consumer, producer *kgo.Client
 	group              string // consumer group in group mode, or ""
 	hooks              *groupHooks
@@ -49,13 +50,14 @@ type running struct {
 	hosts              hosting              // partitions waiting for the target to host them
 	synced             []topicsync.Topic    // the topics of the last refresh that went through
 	kick               chan struct{}        // a produce found a remote topic gone: refresh now
+	looked             map[progress.TP]bool // partitions recoverPositions looked at
 }
 
 // connect checks the settings the flow needs and that both clusters answer.
 func (r *running) connect(ctx context.Context) error {
 	f, c := r.f, r.c
 	r.pol, r.topics, r.exclude = c.Policy, c.TopicFilter, c.ConfigExclude
-	srcAdmCl, _, err := f.client("replication-source-admin", clients.Admin, c.SourceAdmin)
+	srcAdmCl, srcConn, err := f.client("replication-source-admin", clients.Admin, c.SourceAdmin)
 	if err != nil {
 		return err
 	}
@@ -64,7 +66,7 @@ func (r *running) connect(ctx context.Context) error {
 		return err
 	}
 	r.srcAdm, r.tgtAdm, r.tgtConn = kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl), tgtConn
-	r.srcAdmCl, r.tgtAdmCl = srcAdmCl, tgtAdmCl
+	r.srcAdmCl, r.tgtAdmCl, r.srcConn = srcAdmCl, tgtAdmCl, srcConn
 	if err := reachable(ctx, r.srcAdm, c.Source); err != nil {
 		return err
 	}

@@ -246,7 +246,7 @@ func (f *Flow) close() {
 // acknowledged and progress saved before it returns.
 func (f *Flow) Run(ctx context.Context) error {
 	defer f.close()
-	r := &running{f: f, c: f.cfg, assigned: make(map[progress.TP]bool), kick: make(chan struct{}, 1)}
+	r := &running{f: f, c: f.cfg, assigned: make(map[progress.TP]bool), kick: make(chan struct{}, 1), looked: make(map[progress.TP]bool)}
 	if err := r.connect(ctx); err != nil {
 		return err
 	}

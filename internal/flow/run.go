@@ -47,6 +47,9 @@ func (r *running) apply(ctx context.Context, ts []topicsync.Topic) error {
 			return err
 		}
 	}
+	if err := r.recoverPositions(ctx, ts); err != nil {
+		return err
+	}
 	if r.group != "" {
 		// The group hands out the partitions of subscribed topics; those
 		// not hosted wait in the adapter (Group.Hosting). Topics with
