@@ -48,8 +48,8 @@ type Store struct {
 	spec        internaltopic.Spec // to create the topic again (Repair)
 	onMissing   func(bool)
 	onRecreated func()
-	repairMu    sync.Mutex   // one Repair at a time
-	id          kadm.TopicID // of the offsets topic, under repairMu
+	repairMu    sync.Mutex // one Repair at a time
+	id          [16]byte   // of the offsets topic, under repairMu
 
 	mu    sync.Mutex
 	saved map[TP]int64
@@ -89,7 +89,9 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 	}
 	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, connect: connect, log: log,
 		adm: adm, spec: topicSpec(o), onMissing: o.Missing, onRecreated: o.Recreated}
-	s.id = topicID(ctx, adm, o.Topic)
+	if st, id, err := s.describe(ctx, [16]byte{}); err == nil && st == present {
+		s.id = id
+	}
 	s.saved, s.ids = make(map[TP]int64), make(map[string]string)
 	// The topic exists now, but right after its creation a broker may not
 	// know it yet (UNKNOWN_TOPIC_OR_PARTITION on a 3-node target).

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/wire"
 )
@@ -37,19 +38,12 @@ func (s *Store) Topic() string { return s.topic }
 // topic refresh, so that the topic deleted while no progress moves is
 // noticed too. It costs one metadata request.
 func (s *Store) Check(ctx context.Context) error {
-	td, err := s.adm.ListTopics(ctx, s.topic)
-	if err != nil {
-		return nil // the target is unreachable: nothing to tell yet
-	}
 	s.repairMu.Lock()
-	id := s.id
+	known := s.id
 	s.repairMu.Unlock()
-	d, ok := td[s.topic]
-	switch {
-	case ok && d.Err == nil && (d.ID == id || id == (kadm.TopicID{})):
-		return nil
-	case ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-		return nil // not known to be gone
+	st, _, err := s.describe(ctx, known)
+	if err != nil || st == present {
+		return nil // unreachable, or an error that does not say it is gone
 	}
 	_, err = s.Repair(ctx)
 	return err
@@ -65,22 +59,17 @@ func (s *Store) Check(ctx context.Context) error {
 func (s *Store) Repair(ctx context.Context) (bool, error) {
 	s.repairMu.Lock()
 	defer s.repairMu.Unlock()
-	td, err := s.adm.ListTopics(ctx, s.topic)
+	st, _, err := s.describe(ctx, s.id)
 	if err != nil {
 		return false, fmt.Errorf("checking progress topic %s: %w", s.topic, err)
 	}
-	d, listed := td[s.topic]
-	if listed && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return false, fmt.Errorf("checking progress topic %s: %w", s.topic, d.Err)
-	}
-	exists := listed && d.Err == nil
-	if exists && d.ID == s.id {
+	if st == present {
 		// Not gone: a metadata hiccup. The producer may hold an
 		// outdated ID, though: it looks the topic up again.
 		s.cl.PurgeTopicsFromProducing(s.topic)
 		return false, nil
 	}
-	if !exists {
+	if st == missing {
 		s.setProblem(fmt.Sprintf("progress topic %s is missing on the target; it is created again and the progress held in memory written to it", s.topic))
 		s.log.Error("progress topic was deleted on the target: creating it again and writing the progress held in memory; until then a restart would not know where partitions stand",
 			"topic", s.topic, "partitions", s.parts)
@@ -149,23 +138,46 @@ func (s *Store) rewrite(ctx context.Context) (int, error) {
 		case <-time.After(wait):
 		}
 	}
-	td, err := s.adm.ListTopics(ctx, s.topic)
-	if err == nil {
-		if d, ok := td[s.topic]; ok && d.Err == nil {
-			s.id = d.ID // under repairMu
-		}
+	if st, id, err := s.describe(ctx, [16]byte{}); err == nil && st != missing {
+		s.id = id // under repairMu
 	}
 	return n, nil
 }
 
-// topicID returns the ID of the offsets topic, zero if it cannot be told.
-func topicID(ctx context.Context, adm *kadm.Client, topic string) kadm.TopicID {
-	td, err := adm.ListTopics(ctx, topic)
+// state is what the target says of the offsets topic.
+type state int
+
+const (
+	present  state = iota // there, with the ID the Store knows (or it knows none)
+	missing               // deleted
+	replaced              // there with another ID: deleted and created again
+)
+
+// describe asks a broker straight about the offsets topic (kgo would
+// answer a metadata request through the client from its cache for a
+// while); known is the topic ID the Store knows, zero for none.
+func (s *Store) describe(ctx context.Context, known [16]byte) (state, [16]byte, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(s.topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := clients.Metadata(ctx, s.cl, req)
 	if err != nil {
-		return kadm.TopicID{}
+		return present, [16]byte{}, err
 	}
-	if d, ok := td[topic]; ok && d.Err == nil {
-		return d.ID
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != s.topic {
+			continue
+		}
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			return missing, [16]byte{}, nil
+		case err != nil:
+			return present, [16]byte{}, err
+		case known != [16]byte{} && t.TopicID != [16]byte{} && t.TopicID != known:
+			return replaced, t.TopicID, nil
+		}
+		return present, t.TopicID, nil
 	}
-	return kadm.TopicID{}
+	return missing, [16]byte{}, nil
 }
