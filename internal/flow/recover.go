@@ -187,7 +187,7 @@ func (r *running) trustedSyncs(ctx context.Context, cs []candidate, syncs map[pr
 			continue
 		}
 		se, ok := srcEnds.Lookup(k.tp.Topic, k.tp.Partition)
-		if !ok || se.Err != nil || s.UpstreamOffset >= se.Offset || s.DownstreamOffset >= k.end {
+		if !ok || se.Err != nil || !syncFits(s, se.Offset, k.end) {
 			r.f.log.Warn("offset sync not trusted to recover a position: it is beyond the end of the source or remote partition (a topic was re-created)",
 				"topic", k.tp.Topic, "partition", k.tp.Partition, "upstream", s.UpstreamOffset, "downstream", s.DownstreamOffset,
 				"source_end", se.Offset, "remote_end", k.end)
@@ -208,6 +208,14 @@ func (r *running) trustedSyncs(ctx context.Context, cs []candidate, syncs map[pr
 		}
 	}
 	return out, nil
+}
+
+// syncFits reports whether sync can describe the partitions as they are
+// now: its upstream offset below the source partition's end, its
+// downstream offset below the remote partition's end. Either beyond means
+// the topic was re-created since (or the sync is another's).
+func syncFits(s wire.OffsetSync, srcEnd, remoteEnd int64) bool {
+	return s.UpstreamOffset >= 0 && s.DownstreamOffset >= 0 && s.UpstreamOffset < srcEnd && s.DownstreamOffset < remoteEnd
 }
 
 // committedAt reports whether a read_committed reader of the remote
