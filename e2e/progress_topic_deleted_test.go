@@ -31,6 +31,11 @@ import (
 //
 // Every record is checked, partition by partition, in order.
 func TestProgressTopicDeleted(t *testing.T) {
+	t.Run("at-least-once", func(t *testing.T) { progressTopicDeleted(t, false) })
+	t.Run("exactly-once", func(t *testing.T) { progressTopicDeleted(t, true) })
+}
+
+func progressTopicDeleted(t *testing.T, eos bool) {
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "progressgone")
@@ -39,10 +44,13 @@ func TestProgressTopicDeleted(t *testing.T) {
 	remote := src + "." + topic
 	progressTopic := "mm2-offsets." + src + ".internal"
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
-	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
-		src+"->"+dst+".topics = "+topic,
-		"kmirror.rest.listener = "+addr, "kmirror.rest.auth = none",
-		"offset.flush.interval.ms = 1000"))
+	extra := []string{src + "->" + dst + ".topics = " + topic,
+		"kmirror.rest.listener = " + addr, "kmirror.rest.auth = none",
+		"offset.flush.interval.ms = 1000"}
+	if eos {
+		extra = append(extra, dst+".exactly.once.source.support = enabled")
+	}
+	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, extra...))
 	t.Cleanup(func() {
 		_, _ = b.Admin(t).DeleteTopics(context.Background(), remote, progressTopic, "mm2-offset-syncs."+src+".internal")
 	})
@@ -134,8 +142,8 @@ func TestProgressTopicDeleted(t *testing.T) {
 	want := a.ReadAll(t, topic)
 	dups := checkNoLoss(t, want, b.ReadAll(t, remote))
 	t.Logf("after a kill -9 and a restart: source %d records, %d duplicates", len(want), dups)
-	if dups > 3000 {
-		t.Errorf("%d duplicates after a restart, want at most the records produced around the kill (3000)", dups)
+	if dups > 3000 || (eos && dups != 0) {
+		t.Errorf("%d duplicates after a restart, want at most the records produced around the kill (3000), none with exactly-once", dups)
 	}
 
 	// Deleted while kmirror is down: positions from the offset syncs.

@@ -296,6 +296,12 @@ func (f *Flow) offsetSyncs(ctx context.Context, pol policy.Policy, srcAdm, tgtAd
 	}
 	failed := f.m.OffsetSyncFailures.WithLabelValues(c.Source, c.Target)
 	w := offsetsync.New(cl, topic, c.OffsetLagMax, f.log, failed.Inc)
+	if c.ExactlyOnce {
+		// Syncs wait for the commit that covers them (the engines
+		// flush after committing): none points at an open or aborted
+		// transaction.
+		w.HoldUntilFlush()
+	}
 	// Exact translation also writes an index on the target, through a
 	// producer that carries no replicated data (Flush waits on it).
 	idx := cl
