@@ -28,7 +28,8 @@ import (
 // sync is trusted only if D is below the remote partition's end and U
 // below the source partition's end (one of the topics was re-created
 // otherwise), and, in exactly-once mode, only if the record at D is
-// committed (a sync can be written before its transaction ends). Without
+// committed (kmirror holds a sync until its transaction commits,
+// offsetsync.Writer.HoldUntilFlush; older syncs or MM2's may not). Without
 // a sync to trust, the partition is copied from its start, as before, and
 // that is said (duplicates rather than loss). docs/operations.md,
 // "Progress topic".
