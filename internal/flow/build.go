@@ -164,6 +164,9 @@ func (r *running) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("flow %s: %w", c.Name(), err)
 	}
+	// The series exist from the start, for alerts on them.
+	f.m.Progress.TopicMissing.WithLabelValues(c.Source, c.Target).Set(0)
+	f.m.Progress.TopicRecreated.WithLabelValues(c.Source, c.Target).Add(0)
 	r.hooks.adapter.Progress = r.store
 	if err := r.seedFromGroup(ctx); err != nil {
 		return err
