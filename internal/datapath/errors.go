@@ -50,3 +50,12 @@ func IsAny(err error, errs []error) bool {
 	}
 	return false
 }
+
+// goneErrs mean the target does not know the topic: deleted (and maybe
+// created again, with a new topic ID).
+var goneErrs = []error{kerr.UnknownTopicOrPartition, kerr.UnknownTopicID}
+
+// TopicGone reports whether a produce error means the target does not
+// know the topic any more, so that topic sync checks the remote topics at
+// once instead of at the next refresh.
+func TopicGone(err error) bool { return IsAny(err, goneErrs) }

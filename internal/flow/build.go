@@ -38,6 +38,7 @@ type running struct {
 	srcAdmCl           *kgo.Client // of srcAdm
 	tgtAdmCl           *kgo.Client // of tgtAdm
 	tgtConn            []kgo.Opt   // target connection options, for readers
+	srcConn            []kgo.Opt   // source connection options, for readers
 	consumer, producer *kgo.Client
 	group              string // consumer group in group mode, or ""
 	hooks              *groupHooks
@@ -48,13 +49,15 @@ type running struct {
 	assigned           map[progress.TP]bool // single mode: partitions handed to rep
 	hosts              hosting              // partitions waiting for the target to host them
 	synced             []topicsync.Topic    // the topics of the last refresh that went through
+	kick               chan struct{}        // a produce found a remote topic gone: refresh now
+	looked             map[progress.TP]bool // partitions recoverPositions looked at
 }
 
 // connect checks the settings the flow needs and that both clusters answer.
 func (r *running) connect(ctx context.Context) error {
 	f, c := r.f, r.c
 	r.pol, r.topics, r.exclude = c.Policy, c.TopicFilter, c.ConfigExclude
-	srcAdmCl, _, err := f.client("replication-source-admin", clients.Admin, c.SourceAdmin)
+	srcAdmCl, srcConn, err := f.client("replication-source-admin", clients.Admin, c.SourceAdmin)
 	if err != nil {
 		return err
 	}
@@ -63,7 +66,7 @@ func (r *running) connect(ctx context.Context) error {
 		return err
 	}
 	r.srcAdm, r.tgtAdm, r.tgtConn = kadm.NewClient(srcAdmCl), kadm.NewClient(tgtAdmCl), tgtConn
-	r.srcAdmCl, r.tgtAdmCl = srcAdmCl, tgtAdmCl
+	r.srcAdmCl, r.tgtAdmCl, r.srcConn = srcAdmCl, tgtAdmCl, srcConn
 	if err := reachable(ctx, r.srcAdm, c.Source); err != nil {
 		return err
 	}
@@ -144,10 +147,26 @@ func (r *running) build(ctx context.Context) error {
 		Source:            c.Source,
 		Partitions:        c.OffsetStoragePartitions,
 		ReplicationFactor: c.OffsetStorageReplicationFactor,
+		Missing: func(missing bool) {
+			v := 0.0
+			if missing {
+				v = 1
+			}
+			f.m.Progress.TopicMissing.WithLabelValues(c.Source, c.Target).Set(v)
+		},
+		Recreated: func() {
+			f.m.Progress.TopicRecreated.WithLabelValues(c.Source, c.Target).Inc()
+			// Exactly-once producers write progress in their
+			// transactions: they must learn the new topic's ID too.
+			f.forget(c.OffsetStorageTopic)
+		},
 	}, f.log)
 	if err != nil {
 		return fmt.Errorf("flow %s: %w", c.Name(), err)
 	}
+	// The series exist from the start, for alerts on them.
+	f.m.Progress.TopicMissing.WithLabelValues(c.Source, c.Target).Set(0)
+	f.m.Progress.TopicRecreated.WithLabelValues(c.Source, c.Target).Add(0)
 	r.hooks.adapter.Progress = r.store
 	if err := r.seedFromGroup(ctx); err != nil {
 		return err
@@ -200,6 +219,7 @@ func (r *running) build(ctx context.Context) error {
 			FetchMaxBytes:     int32(positiveInt(c.SourceConsumer["fetch.max.bytes"])),
 			PartitionMaxBytes: int32(positiveInt(c.SourceConsumer["max.partition.fetch.bytes"])),
 			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
+			TopicGone:         r.topicGone,
 		}
 		if eos {
 			ptc.TransactionalID, ptc.Slots = TransactionalID(c), slotCount
@@ -224,6 +244,7 @@ func (r *running) build(ctx context.Context) error {
 			Transactional: eos,
 			SlotProducer:  slotProducer,
 			Slots:         slotCount,
+			TopicGone:     r.topicGone,
 			Metrics:       f.m,
 			Log:           f.log,
 		})
@@ -246,9 +267,24 @@ func (r *running) build(ctx context.Context) error {
 		ReplicationFactor:     c.ReplicationFactor,
 		ConfigExclude:         r.exclude,
 		DefaultsFromSource:    c.Settings["use.defaults.from"] == "source",
+		Recreated:             func(rs []string) { f.forget(rs...) },
 		Log:                   f.log,
 	}
 	return nil
+}
+
+// topicGone is the data path's report that the target does not know a
+// remote topic (deleted on the target): topic sync checks the remote
+// topics fully at once rather than at the next refresh.
+func (r *running) topicGone(remote string) {
+	if r.syncer == nil {
+		return
+	}
+	r.syncer.Recheck()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 }
 
 // seedFromGroup gives partitions that have no progress yet the position of

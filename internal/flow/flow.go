@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,10 +126,14 @@ type Flow struct {
 
 	closers []func()
 
+	prodMu    sync.Mutex
+	producers []*kgo.Client // producers on the target that write replicated records or progress
+
 	mu     sync.Mutex
 	rep    datapath.Engine                   // set once Run has assigned partitions
 	health *datapath.Health                  // with rep
 	held   func() []datapath.PartitionStatus // with rep: partitions not in it yet
+	store  *progress.Store                   // with rep
 }
 
 // Partitions returns the state of the flow's partitions; nil before the
@@ -146,6 +152,18 @@ func (f *Flow) Partitions() []datapath.PartitionStatus {
 		datapath.SortStatus(st)
 	}
 	return h.Annotate(st)
+}
+
+// Problem says what keeps the flow from working as it should although it
+// runs (its progress topic missing on the target), or "".
+func (f *Flow) Problem() string {
+	f.mu.Lock()
+	store := f.store
+	f.mu.Unlock()
+	if store == nil {
+		return ""
+	}
+	return store.Problem()
 }
 
 // Pause stops fetching from the source until Resume; it reports whether
@@ -195,7 +213,26 @@ func (f *Flow) client(role string, kind clients.Role, props map[string]string, e
 		return nil, nil, fmt.Errorf("flow %s, %s client: %w", f.cfg.Name(), role, err)
 	}
 	f.closers = append(f.closers, cl.Close)
+	if kind == clients.Producer && (strings.HasPrefix(role, "replication-producer") || role == "progress-producer") {
+		f.prodMu.Lock()
+		f.producers = append(f.producers, cl)
+		f.prodMu.Unlock()
+	}
 	return cl, opts, nil
+}
+
+// forget makes the flow's producers forget topics that were deleted and
+// created again on the target: kgo keeps the topic ID it first saw and
+// fails with UNKNOWN_TOPIC_ID until the topic is purged from it. Records
+// buffered for them fail and their partitions restart from their last
+// acknowledged record.
+func (f *Flow) forget(topics ...string) {
+	f.prodMu.Lock()
+	ps := slices.Clone(f.producers)
+	f.prodMu.Unlock()
+	for _, cl := range ps {
+		cl.PurgeTopicsFromProducing(topics...)
+	}
 }
 
 func (f *Flow) close() {
@@ -209,7 +246,7 @@ func (f *Flow) close() {
 // acknowledged and progress saved before it returns.
 func (f *Flow) Run(ctx context.Context) error {
 	defer f.close()
-	r := &running{f: f, c: f.cfg, assigned: make(map[progress.TP]bool)}
+	r := &running{f: f, c: f.cfg, assigned: make(map[progress.TP]bool), kick: make(chan struct{}, 1), looked: make(map[progress.TP]bool)}
 	if err := r.connect(ctx); err != nil {
 		return err
 	}
@@ -220,7 +257,7 @@ func (f *Flow) Run(ctx context.Context) error {
 		return fmt.Errorf("flow %s: %w", r.c.Name(), err)
 	}
 	f.mu.Lock()
-	f.rep, f.health, f.held = r.rep, r.health, r.held
+	f.rep, f.health, f.held, f.store = r.rep, r.health, r.held, r.store
 	f.mu.Unlock()
 	return r.run(ctx)
 }
@@ -259,6 +296,12 @@ func (f *Flow) offsetSyncs(ctx context.Context, pol policy.Policy, srcAdm, tgtAd
 	}
 	failed := f.m.OffsetSyncFailures.WithLabelValues(c.Source, c.Target)
 	w := offsetsync.New(cl, topic, c.OffsetLagMax, f.log, failed.Inc)
+	if c.ExactlyOnce {
+		// Syncs wait for the commit that covers them (the engines
+		// flush after committing): none points at an open or aborted
+		// transaction.
+		w.HoldUntilFlush()
+	}
 	// Exact translation also writes an index on the target, through a
 	// producer that carries no replicated data (Flush waits on it).
 	idx := cl

@@ -47,6 +47,9 @@ func (r *running) apply(ctx context.Context, ts []topicsync.Topic) error {
 			return err
 		}
 	}
+	if err := r.recoverPositions(ctx, ts); err != nil {
+		return err
+	}
 	if r.group != "" {
 		// The group hands out the partitions of subscribed topics; those
 		// not hosted wait in the adapter (Group.Hosting). Topics with
@@ -244,6 +247,13 @@ func (r *running) commitLoop(ctx context.Context) {
 			last = time.Now()
 			if err := r.rep.Commit(ctx); err != nil && ctx.Err() == nil {
 				r.f.log.Warn("saving progress failed; retrying at the next interval", "err", err)
+				if progress.TopicGone(err) {
+					// Exactly-once writes progress in its
+					// transactions, not through the Store.
+					if err := r.store.Check(ctx); err != nil && ctx.Err() == nil {
+						r.f.log.Warn("making the progress topic again failed; retrying", "topic", r.store.Topic(), "err", err)
+					}
+				}
 			}
 		}
 		t.Reset(wait())
@@ -258,25 +268,40 @@ const hostedPoll = time.Second
 // refreshLoop refreshes the topics every refresh.topics.interval.seconds,
 // and every hostedPoll while new remote partitions wait for the target to
 // host them, so that they are copied as soon as it does (even with the
-// refresh off).
+// refresh off). A produce that found a remote topic gone (topicGone)
+// refreshes at once, at most every hostedPoll.
 func (r *running) refreshLoop(ctx context.Context) {
 	c := r.c
 	on := c.RefreshTopicsEnabled && c.RefreshTopicsInterval > 0
+	last := time.Now()
 	for {
-		d := c.RefreshTopicsInterval
+		var tick <-chan time.Time
 		switch {
 		case r.syncer.Pending() || r.hooks.adapter.Unhosted():
-			d = hostedPoll
-		case !on:
-			return
+			tick = time.After(hostedPoll)
+		case on:
+			tick = time.After(c.RefreshTopicsInterval)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(d):
+		case <-tick:
+		case <-r.kick:
+			if wait := hostedPoll - time.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 		}
+		last = time.Now()
 		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
 			r.f.log.Warn("refreshing topics failed; retrying at the next interval", "err", err)
+		}
+		// The progress topic too, deleted while no progress moves.
+		if err := r.store.Check(ctx); err != nil && ctx.Err() == nil {
+			r.f.log.Warn("making the progress topic again failed; retrying at the next refresh", "topic", r.store.Topic(), "err", err)
 		}
 	}
 }

@@ -40,6 +40,7 @@ type Metrics struct {
 
 	Health
 	ExactlyOnce
+	Progress
 }
 
 var partLabels = []string{"source", "target", "topic", "partition"}
@@ -99,6 +100,7 @@ func New() *Metrics {
 		m.CheckpointLatencyMs, m.GroupOffsetsSynced)
 	m.Health = newHealth(m.Registry)
 	m.ExactlyOnce = newExactlyOnce(m.Registry)
+	m.Progress = newProgress(m.Registry)
 	sampled := prometheus.NewRegistry()
 	sampled.MustRegister(m.RecordsLost)
 	m.Sampled = sampled

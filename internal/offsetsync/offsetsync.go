@@ -12,6 +12,7 @@ package offsetsync
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -90,6 +91,7 @@ type Writer struct {
 	order   []tp                   // pending in arrival order
 	delayed map[tp]wire.OffsetSync // newest sync that was not due
 
+	hold     bool // syncs wait for Flush (HoldUntilFlush)
 	exact    bool
 	indexCl  *kgo.Client
 	index    string
@@ -145,6 +147,18 @@ func CreateIndexTopic(ctx context.Context, adm *kadm.Client, topic string, rf in
 	return err
 }
 
+// HoldUntilFlush makes w send syncs only when flushed, never as they
+// become due: for exactly-once, whose engines flush after a commit, so
+// that a sync never points at a record of a transaction still open (or
+// aborted later). A restart without progress may then take its position
+// from the last sync (see internal/flow/recover.go). Call it before the
+// first Acked.
+func (w *Writer) HoldUntilFlush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hold = true
+}
+
 // Acked records that the source record at offset up of topic/partition was
 // written to the target at offset down. Calls for one partition must come in
 // offset order. A sync that is due is sent at once.
@@ -168,9 +182,10 @@ func (w *Writer) Acked(topic string, partition int32, up, down int64) {
 	} else {
 		w.delayed[k] = sync
 	}
+	hold := w.hold
 	w.mu.Unlock()
-	if due {
-		w.send()
+	if due && !hold {
+		w.send(nil)
 	}
 }
 
@@ -200,7 +215,11 @@ func (w *Writer) FlushOnly(ctx context.Context, only func(topic string, partitio
 		delete(w.delayed, k)
 	}
 	w.mu.Unlock()
-	w.send()
+	if w.hold {
+		w.send(only) // other partitions' due syncs wait for their commit
+	} else {
+		w.send(nil)
+	}
 	if w.indexCl != nil && w.indexCl != w.cl {
 		if err := w.indexCl.Flush(ctx); err != nil {
 			return err
@@ -216,6 +235,11 @@ func (w *Writer) Forget(topic string, partition int32) {
 	w.mu.Lock()
 	delete(w.states, k)
 	delete(w.delayed, k)
+	if _, ok := w.pending[k]; ok {
+		// Due but not sent (HoldUntilFlush): of an aborted transaction.
+		delete(w.pending, k)
+		w.order = slices.DeleteFunc(w.order, func(o tp) bool { return o == k })
+	}
 	w.mu.Unlock()
 }
 
@@ -232,7 +256,9 @@ func (w *Writer) indexLocked(s *state, sync wire.OffsetSync, boundary bool) {
 	}
 }
 
-func (w *Writer) send() {
+// send writes the due syncs of the partitions only reports true of (all
+// with nil); the others stay due.
+func (w *Writer) send(only func(topic string, partition int32) bool) {
 	w.mu.Lock()
 	var idx []*kgo.Record
 	for _, s := range w.indexDue {
@@ -242,7 +268,12 @@ func (w *Writer) send() {
 	}
 	w.indexDue = w.indexDue[:0]
 	recs := make([]*kgo.Record, 0, len(w.order))
+	var kept []tp
 	for _, k := range w.order {
+		if only != nil && !only(k.topic, k.partition) {
+			kept = append(kept, k)
+			continue
+		}
 		key, value, err := wire.Encode(w.pending[k])
 		if err != nil { // only a topic name over 32767 bytes, which Kafka forbids
 			w.log.Error("offset sync not encodable", "topic", k.topic, "err", err)
@@ -250,8 +281,17 @@ func (w *Writer) send() {
 		}
 		recs = append(recs, &kgo.Record{Topic: w.topic, Partition: 0, Key: key, Value: value})
 	}
-	clear(w.pending)
-	w.order = w.order[:0]
+	if kept == nil {
+		clear(w.pending)
+		w.order = w.order[:0]
+	} else {
+		for _, k := range w.order {
+			if only(k.topic, k.partition) {
+				delete(w.pending, k)
+			}
+		}
+		w.order = kept
+	}
 	w.mu.Unlock()
 	for _, r := range idx {
 		w.indexCl.Produce(context.Background(), r, func(r *kgo.Record, err error) {

@@ -125,6 +125,10 @@ type Config struct {
 	// transaction of its own with the transactional ID
 	// slots.TransactionalID(TransactionalID, slot), taken by Fence.
 	Slots int
+	// TopicGone, if set, is called when producing to a remote topic
+	// failed because the target does not know it (datapath.TopicGone):
+	// deleted on the target, topic sync makes it again.
+	TopicGone func(remote string)
 }
 
 // Pipeline runs the passthrough path of one flow.

@@ -274,6 +274,7 @@ var metaErrs = []error{kerr.NotLeaderForPartition, kerr.LeaderNotAvailable, kerr
 func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition, err error) {
 	p, b := s.p, s.b
 	var done []*outBatch
+	var gone string // the remote topic the target does not know
 	pl.mu.Lock()
 	idx := slices.Index(p.queue, b)
 	switch {
@@ -352,6 +353,9 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		if datapath.IsAny(err, metaErrs) || rp == nil {
 			pl.needMeta = true
 		}
+		if datapath.TopicGone(err) {
+			gone = p.remote
+		}
 		p.lastErr = err
 		if idx == 0 || !datapath.IsAny(err, headOnlyPIDErrs) {
 			p.retries++
@@ -366,6 +370,9 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 	}
 	syncs := len(p.syncq) > 0
 	pl.mu.Unlock()
+	if gone != "" && pl.cfg.TopicGone != nil {
+		pl.cfg.TopicGone(gone)
+	}
 
 	if len(done) > 0 {
 		now := time.Now().UnixMilli()

@@ -666,7 +666,13 @@ func (pl *Pipeline) writeProgress(ctx context.Context, t *txnState, pid int64, e
 		}
 		td, ok := meta.Topics[topic]
 		if !ok || td.Err != nil {
-			return fmt.Errorf("metadata of %s: %v", topic, td.Err)
+			err := td.Err
+			if err == nil {
+				err = kerr.UnknownTopicOrPartition
+			}
+			// Wrapped: a deleted offsets topic is made again
+			// (progress.TopicGone).
+			return fmt.Errorf("metadata of %s: %w", topic, err)
 		}
 		var errs []error
 		for part, rs := range byPart {

@@ -44,6 +44,13 @@ type Store struct {
 	log     *slog.Logger
 	catchMu sync.Mutex // one CatchUp at a time
 
+	adm         *kadm.Client
+	spec        internaltopic.Spec // to create the topic again (Repair)
+	onMissing   func(bool)
+	onRecreated func()
+	repairMu    sync.Mutex // one Repair at a time
+	id          [16]byte   // of the offsets topic, under repairMu
+
 	mu    sync.Mutex
 	saved map[TP]int64
 	ids   map[string]string // source topic -> topic ID the progress belongs to
@@ -51,6 +58,7 @@ type Store struct {
 	// written holds the partitions this Store saved since CatchUp began.
 	read    map[int32]int64
 	written map[TP]bool
+	problem string // see Problem
 }
 
 // Options describe where progress lives.
@@ -59,6 +67,11 @@ type Options struct {
 	Source            string // source cluster alias, the "cluster" field of each key
 	Partitions        int32  // used only when the topic is created
 	ReplicationFactor int16  // used only when the topic is created; -1 is the broker default
+	// Missing, if set, is called with true when the topic is found
+	// missing on the target (see Repair) and with false once the
+	// progress is written to it again; Recreated once it was made again.
+	Missing   func(missing bool)
+	Recreated func()
 }
 
 // newTopicWait bounds how long Open waits for every broker to know the
@@ -74,7 +87,11 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, connect: connect, log: log}
+	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, connect: connect, log: log,
+		adm: adm, spec: topicSpec(o), onMissing: o.Missing, onRecreated: o.Recreated}
+	if st, id, err := s.describe(ctx, [16]byte{}); err == nil && st == present {
+		s.id = id
+	}
 	s.saved, s.ids = make(map[TP]int64), make(map[string]string)
 	// The topic exists now, but right after its creation a broker may not
 	// know it yet (UNKNOWN_TOPIC_OR_PARTITION on a 3-node target).
@@ -232,7 +249,21 @@ func (s *Store) Save(ctx context.Context, offsets map[TP]int64) error {
 		return nil
 	}
 	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("saving progress to %s: %w", s.topic, err)
+		if !TopicGone(err) {
+			return fmt.Errorf("saving progress to %s: %w", s.topic, err)
+		}
+		// The topic was deleted on the target: made again with
+		// everything in memory, then these offsets are written.
+		rewrote, rerr := s.Repair(ctx)
+		if rerr != nil {
+			return fmt.Errorf("saving progress to %s: %w (making the topic again: %v)", s.topic, err, rerr)
+		}
+		if !rewrote {
+			return fmt.Errorf("saving progress to %s: %w", s.topic, err)
+		}
+		if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			return fmt.Errorf("saving progress to %s: %w", s.topic, err)
+		}
 	}
 	s.Saved(offsets)
 	return nil
@@ -301,10 +332,14 @@ func (s *Store) record(tp TP, off int64) *kgo.Record {
 	}
 }
 
-func ensureTopic(ctx context.Context, adm *kadm.Client, o Options) (int32, error) {
-	spec := internaltopic.Spec{Name: o.Topic, Partitions: o.Partitions, ReplicationFactor: o.ReplicationFactor,
+// topicSpec is how the offsets topic is created: compacted, as Connect's.
+func topicSpec(o Options) internaltopic.Spec {
+	return internaltopic.Spec{Name: o.Topic, Partitions: o.Partitions, ReplicationFactor: o.ReplicationFactor,
 		RFKey: "offset.storage.replication.factor", Configs: map[string]string{"cleanup.policy": "compact"}}
-	if _, err := internaltopic.Create(ctx, adm, spec); err != nil {
+}
+
+func ensureTopic(ctx context.Context, adm *kadm.Client, o Options) (int32, error) {
+	if _, err := internaltopic.Create(ctx, adm, topicSpec(o)); err != nil {
 		return 0, fmt.Errorf("progress topic: %w", err)
 	}
 	return internaltopic.Partitions(ctx, adm, o.Topic)

@@ -171,6 +171,9 @@ func (r *Replicator) acked(pd *pending, out *kgo.Record, err error) {
 			p.failed = fmt.Errorf("producing source offset %d of %s to %s partition %d: %w", pd.src, p.tp, p.remote, out.Partition, err)
 		}
 		p.mu.Unlock()
+		if r.cfg.TopicGone != nil && datapath.TopicGone(err) {
+			r.cfg.TopicGone(p.remote)
+		}
 		if first {
 			r.mu.Lock()
 			r.restarts = append(r.restarts, p)

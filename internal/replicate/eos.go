@@ -336,6 +336,9 @@ func (r *Replicator) abortTxns(ctx context.Context, ts []*txn, cause error) erro
 		if from < 0 {
 			continue // nothing was copied yet, nothing to take back
 		}
+		// Offset syncs held back for the aborted records point at
+		// offsets no read_committed reader sees.
+		r.Forget([]progress.TP{p.tp})
 		r.resume(ctx, p, from, err, 0)
 	}
 	select {

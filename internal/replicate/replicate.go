@@ -72,8 +72,12 @@ type Config struct {
 	// no transactions.
 	SlotProducer func(slot int) (*kgo.Client, error)
 	Slots        int
-	Metrics      *metrics.Metrics
-	Log          *slog.Logger
+	// TopicGone, if set, is called when producing to a remote topic
+	// failed because the target does not know it (datapath.TopicGone):
+	// deleted on the target, topic sync makes it again.
+	TopicGone func(remote string)
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
 }
 
 // Replicator runs the record path of one flow.

@@ -197,18 +197,27 @@ func (a *api) health(w http.ResponseWriter, _ *http.Request) {
 
 // ready answers 200 when every flow runs (paused counts: an operator chose
 // it) and no partition is stopped, stalled or otherwise held back by a
-// problem (datapath.NotReady), 503 otherwise: a readiness probe. It names
-// no flow, so it needs no token.
+// problem (datapath.NotReady) and no flow reports a problem (its progress
+// topic missing on the target), 503 otherwise: a readiness probe. It names
+// no flow, so it needs no token; a problem names internal topics only.
 func (a *api) ready(w http.ResponseWriter, _ *http.Request) {
 	flows, parts := 0, 0
+	var problems []string // a running flow's trouble, such as its progress topic missing
 	for _, f := range a.c.Status() {
 		if f.State != "running" && f.State != "paused" {
 			flows++
 		}
+		if f.Problem != "" {
+			problems = append(problems, f.Problem)
+		}
 		parts += datapath.NotReady(f.Partitions)
 	}
-	if flows > 0 || parts > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "flows_not_running": flows, "partitions_stopped_or_stalled": parts})
+	if flows > 0 || parts > 0 || len(problems) > 0 {
+		body := map[string]any{"status": "not ready", "flows_not_running": flows, "partitions_stopped_or_stalled": parts}
+		if len(problems) > 0 {
+			body["problems"] = problems
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

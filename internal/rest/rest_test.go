@@ -59,6 +59,8 @@ func TestAPI(t *testing.T) {
 			Partitions: []datapath.PartitionStatus{{Topic: "t", State: datapath.Fencing, Error: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"}}}}, nil, 503, "not ready", ""},
 		{"ready while the target hosts a new partition", "GET", "/ready", "", []runner.FlowStatus{{Name: "A->B", State: "running",
 			Partitions: []datapath.PartitionStatus{{Topic: "t", State: datapath.Waiting}}}}, nil, 200, "ready", ""},
+		{"not ready while the progress topic is missing", "GET", "/ready", "", []runner.FlowStatus{{Name: "A->B", State: "running",
+			Problem: "progress topic mm2-offsets.A.internal is missing on the target"}}, nil, 503, "mm2-offsets.A.internal is missing", ""},
 		{"not ready when the remote topic cannot be created", "GET", "/ready", "", []runner.FlowStatus{{Name: "A->B", State: "running",
 			Partitions: []datapath.PartitionStatus{{Topic: "t", State: datapath.Waiting, Error: "cannot create the remote topic: POLICY_VIOLATION"}}}}, nil, 503, "not ready", ""},
 		{"status without token", "GET", "/status", "", nil, nil, 401, "bearer token", ""},

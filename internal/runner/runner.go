@@ -534,6 +534,7 @@ type FlowStatus struct {
 	ExactlyOnce bool                       `json:"exactly_once,omitempty"`
 	Since       time.Time                  `json:"since"`
 	Error       string                     `json:"error,omitempty"`
+	Problem     string                     `json:"problem,omitempty"` // a running flow's trouble (flow.Flow.Problem); /ready is 503
 	Partitions  []datapath.PartitionStatus `json:"partitions,omitempty"`
 }
 
@@ -558,6 +559,7 @@ func (r *Runner) Status() []FlowStatus {
 		mf.mu.Unlock()
 		if mf.kind == Replication {
 			st.Partitions = mf.f.Partitions()
+			st.Problem = mf.f.Problem()
 			if st.State == "running" && st.Partitions == nil {
 				st.State = "starting"
 			}

@@ -315,6 +315,11 @@ func (s *Syncer) checkHosted(ctx context.Context, want []Topic) {
 			delete(s.hosts, r) // its source topic is gone
 		}
 	}
+	for r := range s.ids {
+		if !wanted[r] {
+			delete(s.ids, r)
+		}
+	}
 	now := time.Now()
 	var late []string
 	if len(names) > 0 {

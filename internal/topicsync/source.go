@@ -6,20 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/clients"
 )
-
-// TargetCheckInterval is how often Sync asks the target about the remote
-// topics while nothing changed on the source since the last Sync and that
-// Sync left every topic Ready. The target check finds a remote topic
-// deleted, or re-created with fewer partitions, on the target behind the
-// flow's back; it is made again at once whenever the source changes.
-var TargetCheckInterval = time.Minute
 
 // srcTopic is what a Sync compares of a source topic with the last one.
 type srcTopic struct {
@@ -31,7 +24,13 @@ type srcTopic struct {
 type settled struct {
 	listed  map[string]srcTopic // every topic the source listed
 	topics  []Topic             // what Sync returned
-	checked time.Time           // when it asked the target
+	remotes map[string]remote   // the remote topics it found on the target
+}
+
+// remote is what the target check compares of a remote topic.
+type remote struct {
+	id    [16]byte
+	parts int32
 }
 
 // sourceTopics lists the source's topics and returns those the flow
@@ -118,9 +117,63 @@ func sameListing(resp *kmsg.MetadataResponse, listed map[string]srcTopic) bool {
 // settle keeps the result of a Sync that left every topic Ready, with the
 // listing it came from, for the next Syncs to compare with; any other
 // result is forgotten, so that the next Sync does everything again.
-func (s *Syncer) settle(listed map[string]srcTopic, ts []Topic, checked time.Time) {
+func (s *Syncer) settle(listed map[string]srcTopic, ts []Topic, remotes map[string]remote) {
 	if listed == nil || slices.ContainsFunc(ts, func(t Topic) bool { return !t.Ready }) || s.Pending() {
 		return
 	}
-	s.last = &settled{listed: listed, topics: slices.Clone(ts), checked: checked}
+	s.last = &settled{listed: listed, topics: slices.Clone(ts), remotes: remotes}
+}
+
+// targetUnchanged is the target check of a Sync while the source is
+// unchanged: one metadata request for the remote topics of the last Sync,
+// straight to a broker. It reports whether every one of them is still
+// there with the same topic ID and at least its source's partitions; if
+// not (deleted, re-created, shrunk, an error, or Recheck was called),
+// Sync does everything again.
+func (s *Syncer) targetUnchanged(ctx context.Context) bool {
+	if s.recheck.Swap(false) {
+		return false
+	}
+	last := s.last
+	if len(last.topics) == 0 {
+		return true
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range last.topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t.Remote)
+		req.Topics = append(req.Topics, rt)
+	}
+	var resp *kmsg.MetadataResponse
+	var err error
+	if cl, ok := s.TargetClient.(*kgo.Client); ok {
+		resp, err = clients.Metadata(ctx, cl, req)
+	} else {
+		resp, err = req.RequestWith(ctx, s.TargetClient)
+	}
+	if err != nil {
+		return false
+	}
+	return sameRemotes(resp, last.topics, last.remotes)
+}
+
+// sameRemotes reports whether resp lists every remote topic of ts without
+// an error, with the ID in ids and at least the source's partitions.
+func sameRemotes(resp *kmsg.MetadataResponse, ts []Topic, ids map[string]remote) bool {
+	got := make(map[string]*kmsg.MetadataResponseTopic, len(resp.Topics))
+	for i := range resp.Topics {
+		if t := &resp.Topics[i]; t.Topic != nil {
+			got[*t.Topic] = t
+		}
+	}
+	for _, t := range ts {
+		r, ok := got[t.Remote]
+		if !ok || r.ErrorCode != 0 || int32(len(r.Partitions)) < t.Partitions {
+			return false
+		}
+		if want, ok := ids[t.Remote]; ok && r.TopicID != want.id {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package topicsync
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -46,13 +47,10 @@ func TestSameListing(t *testing.T) {
 }
 
 // TestSyncUnchangedBroker: while the source lists the same topics, Sync
-// asks the target nothing (until TargetCheckInterval is up) and returns
-// what it did; a new topic, added partitions and, at the target check, a
-// remote topic deleted on the target are still found.
+// asks the target one metadata request and returns what it did; a new
+// topic, added partitions and, at the next Sync, a remote topic deleted on
+// the target are still found, as is one Recheck asks for.
 func TestSyncUnchangedBroker(t *testing.T) {
-	old := TargetCheckInterval
-	TargetCheckInterval = time.Hour
-	t.Cleanup(func() { TargetCheckInterval = old })
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	ctx := testCtx(t)
@@ -103,8 +101,8 @@ func TestSyncUnchangedBroker(t *testing.T) {
 				t.Errorf("unchanged Sync returned %v, want %v Ready", got, want)
 			}
 		}
-		if n := rc.total(); n != 0 {
-			t.Errorf("Syncs with nothing changed sent %d requests to the target, want 0", n)
+		if n, meta := rc.total(), rc.take(kmsg.Metadata); n != 3 || meta != 3 {
+			t.Errorf("3 Syncs with nothing changed sent %d requests to the target (%d metadata), want 3 metadata requests", n, meta)
 		}
 	}
 
@@ -132,7 +130,10 @@ func TestSyncUnchangedBroker(t *testing.T) {
 	waitListed(t, ctx, tgt, []string{"A." + first}, func(int) int32 { return 3 })
 	unchanged(want)
 
-	// A remote topic deleted on the target: found at the next target check.
+	// A remote topic deleted on the target: found at the next Sync, and
+	// reported as re-created.
+	var recreated []string
+	s.Recreated = func(rs []string) { recreated = append(recreated, rs...) }
 	if _, err := tgt.DeleteTopics(ctx, "A."+second); err != nil {
 		t.Fatal(err)
 	}
@@ -140,12 +141,55 @@ func TestSyncUnchangedBroker(t *testing.T) {
 		td, err := tgt.ListTopics(ctx, "A."+second)
 		return err == nil && !td.Has("A."+second)
 	}, "A.%s still listed on the target after its deletion", second)
-	unchanged(want)
 	log.Reset()
-	TargetCheckInterval = 0
 	settle()
 	if !strings.Contains(log.String(), "created remote topic") || !strings.Contains(log.String(), "A."+second) {
-		t.Errorf("the deleted remote topic was not created again at the target check:\n%s", log)
+		t.Errorf("the deleted remote topic was not created again at the next Sync:\n%s", log)
+	}
+	if !slices.Equal(recreated, []string{"A." + second}) {
+		t.Errorf("Recreated called with %v, want [A.%s]", recreated, second)
 	}
 	waitListed(t, ctx, tgt, []string{"A." + second}, func(int) int32 { return 2 })
+	unchanged(want)
+}
+
+// TestSameRemotes: the target check of an unchanged Sync passes only while
+// every remote topic is listed without an error, with its ID and at least
+// its source's partitions; Recheck fails it without asking.
+func TestSameRemotes(t *testing.T) {
+	topic := func(name string, id byte, parts int, code int16) kmsg.MetadataResponseTopic {
+		t := kmsg.NewMetadataResponseTopic()
+		t.Topic, t.TopicID, t.ErrorCode = kmsg.StringPtr(name), [16]byte{id}, code
+		t.Partitions = make([]kmsg.MetadataResponseTopicPartition, parts)
+		return t
+	}
+	ts := []Topic{{Name: "a", Remote: "A.a", Partitions: 2}, {Name: "b", Remote: "A.b", Partitions: 1}}
+	ids := map[string]remote{"A.a": {id: [16]byte{1}, parts: 2}, "A.b": {id: [16]byte{2}, parts: 1}}
+	for _, tt := range []struct {
+		name   string
+		topics []kmsg.MetadataResponseTopic
+		same   bool
+	}{
+		{"same", []kmsg.MetadataResponseTopic{topic("A.b", 2, 1, 0), topic("A.a", 1, 2, 0)}, true},
+		{"more partitions than the source", []kmsg.MetadataResponseTopic{topic("A.b", 2, 1, 0), topic("A.a", 1, 3, 0)}, true},
+		{"deleted", []kmsg.MetadataResponseTopic{topic("A.a", 1, 2, 0), topic("A.b", 0, 0, 3)}, false},
+		{"left out", []kmsg.MetadataResponseTopic{topic("A.a", 1, 2, 0)}, false},
+		{"re-created", []kmsg.MetadataResponseTopic{topic("A.a", 7, 2, 0), topic("A.b", 2, 1, 0)}, false},
+		{"shrunk", []kmsg.MetadataResponseTopic{topic("A.a", 1, 1, 0), topic("A.b", 2, 1, 0)}, false},
+		{"error", []kmsg.MetadataResponseTopic{topic("A.a", 1, 2, 5), topic("A.b", 2, 1, 0)}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := kmsg.NewPtrMetadataResponse()
+			resp.Topics = tt.topics
+			if got := sameRemotes(resp, ts, ids); got != tt.same {
+				t.Errorf("same %v, want %v", got, tt.same)
+			}
+		})
+	}
+	s := &Syncer{}
+	s.last = &settled{topics: ts, remotes: ids}
+	s.Recheck()
+	if s.targetUnchanged(context.Background()) {
+		t.Error("targetUnchanged after Recheck: true, want false")
+	}
 }

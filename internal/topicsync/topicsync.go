@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,7 +28,7 @@ type Syncer struct {
 	TargetClient kmsg.Requestor
 	// SourceClient is the client behind Source. With it, Sync lists the
 	// source's topics with one metadata request straight to a broker and
-	// skips the rest while nothing changed (see TargetCheckInterval);
+	// skips the rest while nothing changed (see Sync);
 	// without it, Sync does everything every time.
 	SourceClient *kgo.Client
 	SourceAlias  string
@@ -44,7 +43,15 @@ type Syncer struct {
 	DefaultsFromSource    bool           // use.defaults.from=source
 	Log                   *slog.Logger
 
+	// Recreated, if set, is called with the remote topics that Sync
+	// found deleted and created again, or re-created behind its back
+	// (a new topic ID): a kgo producer keeps the ID of a topic it wrote
+	// to and fails with UNKNOWN_TOPIC_ID until the topic is purged from
+	// it (kgo.Client.PurgeTopicsFromProducing).
+	Recreated func(remotes []string)
+
 	aclsOff atomic.Bool // a cluster has no authorizer: SyncACLs does nothing
+	recheck atomic.Bool // the next Sync checks the target fully (Recheck)
 	syncState
 }
 
@@ -76,8 +83,11 @@ func (s *Syncer) ShouldReplicate(t string) bool {
 // with Err; it is tried again on the next Sync. So are new remote topics
 // and partitions the target does not host yet (see Hosted and Pending).
 // While the source lists the same topics as at the last Sync, and that
-// Sync left every topic Ready, Sync returns what it did then without
-// asking the target, except every TargetCheckInterval.
+// Sync left every topic Ready, Sync only checks with one metadata request
+// that the remote topics are still there as they were (targetUnchanged)
+// and returns what it did then; a remote topic deleted, re-created or
+// shrunk on the target behind the flow's back is made again at once, so
+// within refresh.topics.interval.seconds as in MM2.
 func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
@@ -85,8 +95,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	if same && now.Sub(s.last.checked) < TargetCheckInterval {
+	if same && s.targetUnchanged(ctx) {
 		return slices.Clone(s.last.topics), nil
 	}
 	if same {
@@ -98,7 +107,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 	}
 	s.last = nil
 	if len(want) == 0 {
-		s.settle(listed, nil, now)
+		s.settle(listed, nil, nil)
 		return nil, nil
 	}
 	remotes := make([]string, len(want))
@@ -120,6 +129,9 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 			}
 			continue
 		}
+		if d.Err == nil {
+			s.noteID(t.Remote, d.ID)
+		}
 		if d.Err != nil {
 			s.Log.Error("cannot describe remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", d.Err)
 			t.Err = "cannot describe the remote topic: " + d.Err.Error()
@@ -138,12 +150,13 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		return nil, err
 	}
 	if len(missing) > 0 {
+		s.warnDeleted(missing)
 		if err := s.create(ctx, missing); err != nil {
 			return nil, err
 		}
 	}
 	s.checkHosted(ctx, want)
-	s.settle(listed, want, now)
+	s.settle(listed, want, s.remotesOf(want))
 	return want, nil
 }
 
@@ -237,6 +250,7 @@ func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]
 				continue
 			}
 			s.added(t.Remote, t.Partitions, true)
+			s.created(t.Remote)
 			made = append(made, t)
 		}
 	}
@@ -258,6 +272,72 @@ func (s *Syncer) TargetConfigs(cs []kadm.Config) map[string]*string {
 		}
 		v := *c.Value
 		out[c.Key] = &v
+	}
+	return out
+}
+
+// Recheck makes the next Sync check the remote topics on the target fully,
+// even if nothing changed since the last one: call it when producing found
+// a remote topic gone (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID).
+func (s *Syncer) Recheck() { s.recheck.Store(true) }
+
+// noteID records the topic ID the target lists for remote; a different ID
+// than the last one seen means the topic was deleted and created again
+// behind the flow's back, reported through Recreated.
+func (s *Syncer) noteID(remote string, id kadm.TopicID) {
+	s.hostMu.Lock()
+	if s.ids == nil {
+		s.ids = make(map[string][16]byte)
+	}
+	old, had := s.ids[remote]
+	s.ids[remote] = id
+	s.hostMu.Unlock()
+	if had && old != ([16]byte{}) && old != [16]byte(id) && id != (kadm.TopicID{}) {
+		s.Log.Warn("remote topic was deleted and created again on the target behind the flow; the records it held are gone there and are not copied again",
+			"topic", remote, "cluster", s.TargetAlias)
+		if s.Recreated != nil {
+			s.Recreated([]string{remote})
+		}
+	}
+}
+
+// warnDeleted logs the missing remote topics this Syncer had seen before:
+// deleted on the target behind the flow's back.
+func (s *Syncer) warnDeleted(missing []*Topic) {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	for _, t := range missing {
+		if _, had := s.ids[t.Remote]; had {
+			s.Log.Warn("remote topic was deleted on the target; creating it again. The records it held are gone there and are not copied again: copying goes on from the flow's progress",
+				"topic", t.Remote, "cluster", s.TargetAlias)
+		}
+	}
+}
+
+// created notes that Sync created remote; if it had seen the topic before,
+// producers must forget its old ID (Recreated).
+func (s *Syncer) created(remote string) {
+	s.hostMu.Lock()
+	_, had := s.ids[remote]
+	if s.ids == nil {
+		s.ids = make(map[string][16]byte)
+	}
+	s.ids[remote] = [16]byte{} // learnt at the next listing
+	s.hostMu.Unlock()
+	if had && s.Recreated != nil {
+		s.Recreated([]string{remote})
+	}
+}
+
+// remotesOf returns the IDs seen of the remote topics of ts.
+func (s *Syncer) remotesOf(ts []Topic) map[string]remote {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	out := make(map[string]remote, len(ts))
+	for _, t := range ts {
+		if id, ok := s.ids[t.Remote]; ok && id != ([16]byte{}) {
+			out[t.Remote] = remote{id: id, parts: t.Partitions}
+		}
 	}
 	return out
 }

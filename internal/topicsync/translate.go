@@ -189,6 +189,7 @@ type syncState struct {
 
 	hostMu     sync.Mutex
 	hosts      map[string]*hosting // by remote topic
+	ids        map[string][16]byte // remote topic -> its ID last seen on the target; zero: created, not seen yet
 	hostReport time.Time           // when to log the partitions waiting next
 
 	syncMu sync.Mutex // one Sync at a time

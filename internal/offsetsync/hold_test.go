@@ -1,0 +1,96 @@
+package offsetsync
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/wire"
+)
+
+// TestHoldUntilFlush: with HoldUntilFlush (exactly-once) a due sync is not
+// written until a flush, FlushOnly writes the partitions it names only,
+// and Forget (an aborted transaction) drops a held sync. Without it a due
+// sync is written at once.
+func TestHoldUntilFlush(t *testing.T) {
+	type op struct {
+		do   string // "ack", "flush", "flushOnly", "forget"
+		part int32
+		up   int64
+	}
+	for _, tt := range []struct {
+		name string
+		hold bool
+		ops  []op
+		want []string // partition:upstream of the syncs written, in order
+	}{
+		{"not held: due at once", false, []op{{"ack", 0, 5}}, []string{"0:5"}},
+		{"held until a flush", true, []op{{"ack", 0, 5}}, nil},
+		{"held, then flushed", true, []op{{"ack", 0, 5}, {"ack", 1, 7}, {"flush", 0, 0}}, []string{"0:5", "1:7"}},
+		{"FlushOnly writes the partition it names", true, []op{{"ack", 0, 5}, {"ack", 1, 7}, {"flushOnly", 1, 0}}, []string{"1:7"}},
+		{"Forget drops a held sync", true, []op{{"ack", 0, 5}, {"ack", 1, 7}, {"forget", 0, 0}, {"flush", 0, 0}}, []string{"1:7"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "syncs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(cl.Close)
+			w := New(cl, "syncs", 100, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+			if tt.hold {
+				w.HoldUntilFlush()
+			}
+			ctx := context.Background()
+			for _, o := range tt.ops {
+				switch o.do {
+				case "ack":
+					w.Acked("t", o.part, o.up, 0)
+				case "flush":
+					if err := w.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+				case "flushOnly":
+					if err := w.FlushOnly(ctx, func(_ string, p int32) bool { return p == o.part }); err != nil {
+						t.Fatal(err)
+					}
+				case "forget":
+					w.Forget("t", o.part)
+				}
+			}
+			if err := cl.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("syncs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			end, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			for end.Err() == nil {
+				rd.PollFetches(end).EachRecord(func(r *kgo.Record) {
+					s, err := wire.DecodeOffsetSync(r.Key, r.Value)
+					if err == nil {
+						got = append(got, fmt.Sprintf("%d:%d", s.Partition, s.UpstreamOffset))
+					}
+				})
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("syncs written %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,183 @@
+package progress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/clients"
+	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/wire"
+)
+
+// TopicGone reports whether err, from writing to a topic, means the target
+// does not know the topic: deleted, or deleted and created again (a kgo
+// producer keeps the topic ID it first saw).
+func TopicGone(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
+}
+
+// Problem says why the progress cannot be saved now (the topic is missing
+// on the target and could not be made again yet), or "" when it can.
+func (s *Store) Problem() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.problem
+}
+
+// Topic is the name of the offsets topic.
+func (s *Store) Topic() string { return s.topic }
+
+// Check makes sure the offsets topic is still there as it was, and repairs
+// it (Repair) if it was deleted or created again: the flow asks once per
+// topic refresh, so that the topic deleted while no progress moves is
+// noticed too. It costs one metadata request.
+func (s *Store) Check(ctx context.Context) error {
+	s.repairMu.Lock()
+	known := s.id
+	s.repairMu.Unlock()
+	st, _, err := s.describe(ctx, known)
+	if err != nil || st == present {
+		return nil // unreachable, or an error that does not say it is gone
+	}
+	_, err = s.Repair(ctx)
+	return err
+}
+
+// Repair is called when writing progress failed because the target does
+// not know the offsets topic (TopicGone). If the topic was deleted, it
+// creates it again, with its partition count and compaction, and writes
+// every progress and topic ID this Store holds in memory; if it was
+// created again by someone else (a new topic ID), it writes them as well.
+// It reports whether it rewrote the progress. Until it succeeds, Problem
+// names the cause. Calls run one at a time.
+func (s *Store) Repair(ctx context.Context) (bool, error) {
+	s.repairMu.Lock()
+	defer s.repairMu.Unlock()
+	st, _, err := s.describe(ctx, s.id)
+	if err != nil {
+		return false, fmt.Errorf("checking progress topic %s: %w", s.topic, err)
+	}
+	if st == present {
+		// Not gone: a metadata hiccup. The producer may hold an
+		// outdated ID, though: it looks the topic up again.
+		s.cl.PurgeTopicsFromProducing(s.topic)
+		return false, nil
+	}
+	if st == missing {
+		s.setProblem(fmt.Sprintf("progress topic %s is missing on the target; it is created again and the progress held in memory written to it", s.topic))
+		s.log.Error("progress topic was deleted on the target: creating it again and writing the progress held in memory; until then a restart would not know where partitions stand",
+			"topic", s.topic, "partitions", s.parts)
+		spec := s.spec
+		spec.Partitions = s.parts // keys must land where they did
+		if _, err := internaltopic.Create(ctx, s.adm, spec); err != nil {
+			return false, fmt.Errorf("creating progress topic %s again: %w", s.topic, err)
+		}
+	} else {
+		s.log.Warn("progress topic was deleted and created again on the target behind kmirror: writing the progress held in memory to it", "topic", s.topic)
+	}
+	n, err := s.rewrite(ctx)
+	if err != nil {
+		s.setProblem(fmt.Sprintf("progress topic %s was deleted on the target; writing the progress held in memory failed: %v", s.topic, err))
+		return false, err
+	}
+	s.setProblem("")
+	if s.onRecreated != nil {
+		s.onRecreated()
+	}
+	s.log.Warn("progress topic made again on the target; the progress held in memory is written", "topic", s.topic, "partitions_written", n)
+	return true, nil
+}
+
+func (s *Store) setProblem(p string) {
+	s.mu.Lock()
+	changed := (s.problem == "") != (p == "")
+	s.problem = p
+	s.mu.Unlock()
+	if changed && s.onMissing != nil {
+		s.onMissing(p != "")
+	}
+}
+
+// rewrite writes every progress and topic ID in memory to the offsets
+// topic, which was just created, and reads it from its start at the next
+// CatchUp. It returns how many progress records it wrote.
+func (s *Store) rewrite(ctx context.Context) (int, error) {
+	// The producer keeps the deleted topic's ID until it forgets it.
+	s.cl.PurgeTopicsFromProducing(s.topic)
+	s.mu.Lock()
+	var recs []*kgo.Record
+	for tp, off := range s.saved {
+		recs = append(recs, s.record(tp, off))
+	}
+	n := len(recs)
+	for topic, id := range s.ids {
+		key := topicIDKey(s.source, topic)
+		recs = append(recs, &kgo.Record{Topic: s.topic, Partition: wire.ConnectPartition(key, s.parts), Key: key, Value: topicIDValue(id)})
+	}
+	s.read = make(map[int32]int64)
+	s.mu.Unlock()
+	// A topic created a moment ago may be unknown to some brokers.
+	deadline := time.Now().Add(newTopicWait)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := s.cl.ProduceSync(ctx, recs...).FirstErr()
+		if err == nil {
+			break
+		}
+		if !TopicGone(err) || time.Now().After(deadline) {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	if st, id, err := s.describe(ctx, [16]byte{}); err == nil && st != missing {
+		s.id = id // under repairMu
+	}
+	return n, nil
+}
+
+// state is what the target says of the offsets topic.
+type state int
+
+const (
+	present  state = iota // there, with the ID the Store knows (or it knows none)
+	missing               // deleted
+	replaced              // there with another ID: deleted and created again
+)
+
+// describe asks a broker straight about the offsets topic (kgo would
+// answer a metadata request through the client from its cache for a
+// while); known is the topic ID the Store knows, zero for none.
+func (s *Store) describe(ctx context.Context, known [16]byte) (state, [16]byte, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(s.topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := clients.Metadata(ctx, s.cl, req)
+	if err != nil {
+		return present, [16]byte{}, err
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != s.topic {
+			continue
+		}
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			return missing, [16]byte{}, nil
+		case err != nil:
+			return present, [16]byte{}, err
+		case known != [16]byte{} && t.TopicID != [16]byte{} && t.TopicID != known:
+			return replaced, t.TopicID, nil
+		}
+		return present, t.TopicID, nil
+	}
+	return missing, [16]byte{}, nil
+}

@@ -1,0 +1,108 @@
+package progress
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestRepairDeletedTopic: the offsets topic deleted on the target is made
+// again, with every progress held in memory, whether a save finds it gone
+// or Check does while nothing moves; Missing and Recreated report it.
+// A topic that is there is left alone.
+func TestRepairDeletedTopic(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		delete    bool
+		save      bool // else Check
+		recreated int
+	}{
+		{"a save after the deletion", true, true, 1},
+		{"a check after the deletion", true, false, 1},
+		{"a check while the topic is there", false, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			connect := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+			cl, err := kgo.NewClient(append(connect, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.UnknownTopicRetries(1))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(cl.Close)
+			adm := kadm.NewClient(cl)
+			var missing []bool
+			recreated := 0
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			const topic = "mm2-offsets.A.internal"
+			s, err := Open(ctx, adm, connect, cl, Options{Topic: topic, Source: "A", Partitions: 5, ReplicationFactor: 1,
+				Missing: func(m bool) { missing = append(missing, m) }, Recreated: func() { recreated++ }}, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b := TP{"t", 0}, TP{"t", 1}
+			if err := s.Save(ctx, map[TP]int64{a: 10, b: 20}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SaveTopicID(ctx, "t", "abc"); err != nil {
+				t.Fatal(err)
+			}
+			if tt.delete {
+				if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := map[TP]int64{a: 10, b: 20}
+			if tt.save {
+				if err := s.Save(ctx, map[TP]int64{a: 11, b: 20}); err != nil {
+					t.Fatalf("Save after the deletion: %v", err)
+				}
+				want[a] = 11
+			} else if err := s.Check(ctx); err != nil {
+				t.Fatalf("Check: %v", err)
+			}
+			if recreated != tt.recreated {
+				t.Errorf("Recreated called %d times, want %d", recreated, tt.recreated)
+			}
+			if tt.recreated > 0 && (len(missing) != 2 || !missing[0] || missing[1]) {
+				t.Errorf("Missing called with %v, want [true false]", missing)
+			}
+			if p := s.Problem(); p != "" {
+				t.Errorf("Problem %q after the repair, want none", p)
+			}
+			got, err := Read(ctx, connect, topic, "A", log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for tp, off := range want {
+				if got[tp] != off {
+					t.Errorf("progress of %s in the topic: %d, want %d (all %v)", tp, got[tp], off, got)
+				}
+			}
+			parts, err := adm.ListTopics(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(parts[topic].Partitions); n != 5 {
+				t.Errorf("topic has %d partitions, want 5", n)
+			}
+			// The topic ID is written again too: a new Store reads it.
+			s2, err := Open(ctx, adm, connect, cl, Options{Topic: topic, Source: "A", Partitions: 5, ReplicationFactor: 1}, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id, ok := s2.TopicID("t"); !ok || id != "abc" {
+				t.Errorf("topic ID after the repair: %q %v, want abc", id, ok)
+			}
+		})
+	}
+}
