@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,7 +162,13 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	}
 
 	dstCl, store := openTarget(ctx, t, dst, 2)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	defer func() {
+		if t.Failed() {
+			t.Logf("pipeline log:\n%s", tail(logs.String(), 6000))
+		}
+	}()
 	fc.fetches = make([]atomic.Int64, max(fc.lanes, 1))
 	var fetchers []*kgo.Client
 	for i := range fc.fetches {
@@ -232,6 +239,17 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if fc.txnID != "" {
+		for p := range int32(2) {
+			tp := progress.TP{Topic: "t", Partition: p}
+			if got, _ := store.Get(tp); got != int64(n/2-1) {
+				t.Errorf("Run returned nil with the progress of %v committed at %d, want %d; positions %v; %s", tp, got, n/2-1, pl.Positions(), fc.targetState(ctx, dst))
+			}
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
 
 	rd, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.ConsumeTopics("A.t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -243,7 +261,7 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	for got := 0; got < n; {
 		fs := rd.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records", got, n)
+			t.Fatalf("read %d of %d records (next keys %v); %s", got, n, next, fc.targetState(context.Background(), dst))
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if want := fmt.Sprint(next[r.Partition]); string(r.Key) != want {
@@ -637,4 +655,39 @@ func TestFetchSessionErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// targetState describes, for a failure message, what the target holds
+// of A.t: each partition's high watermark and last stable offset, and
+// the transactions open on it.
+func (fc *faultCopy) targetState(ctx context.Context, dst *kfake.Cluster) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...))
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var b strings.Builder
+	if ends, err := adm.ListEndOffsets(ctx, "A.t"); err != nil {
+		fmt.Fprintf(&b, "end offsets: %v; ", err)
+	} else {
+		ends.Each(func(o kadm.ListedOffset) { fmt.Fprintf(&b, "A.t-%d ends at %d; ", o.Partition, o.Offset) })
+	}
+	if lso, err := adm.ListCommittedOffsets(ctx, "A.t"); err != nil {
+		fmt.Fprintf(&b, "stable offsets: %v; ", err)
+	} else {
+		lso.Each(func(o kadm.ListedOffset) { fmt.Fprintf(&b, "A.t-%d stable to %d; ", o.Partition, o.Offset) })
+	}
+	if fc.txnID != "" {
+		txns, err := adm.DescribeTransactions(ctx, fc.txnID)
+		if err != nil {
+			fmt.Fprintf(&b, "transactions: %v", err)
+		}
+		for _, d := range txns {
+			fmt.Fprintf(&b, "transaction %s: state %s, producer %d epoch %d, partitions %v", d.TxnID, d.State, d.ProducerID, d.ProducerEpoch, d.Topics)
+		}
+	}
+	return b.String()
 }
