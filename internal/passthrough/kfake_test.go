@@ -185,6 +185,7 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	pl.Assign([]datapath.Partition{{TP: progress.TP{Topic: "t", Partition: 0}, Remote: "A.t"}, {TP: progress.TP{Topic: "t", Partition: 1}, Remote: "A.t"}})
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	copyStart := time.Now()
 	go func() { done <- pl.Run(rctx, 10*time.Second) }()
 	// The commit loop ends before Run does: a commit cut off mid-request
 	// leaves the transaction to be aborted, and Run's last commit would
@@ -258,11 +259,16 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	}
 	defer rd.Close()
 	next := map[int32]int{0: 0, 1: 1}
+	readStart := time.Now()
+	fetchErrs := map[string]int{} // errors the reader met, ignored until it gives up
 	for got := 0; got < n; {
 		fs := rd.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records (next keys %v); %s", got, n, next, fc.targetState(context.Background(), dst))
+			t.Fatalf("read %d of %d records (next keys %v) in %v, after a copy of %v; fetch errors %v; %s",
+				got, n, next, time.Since(readStart).Round(time.Millisecond), readStart.Sub(copyStart).Round(time.Millisecond), fetchErrs,
+				fc.targetState(context.Background(), dst))
 		}
+		fs.EachError(func(topic string, p int32, err error) { fetchErrs[fmt.Sprintf("%s-%d: %v", topic, p, err)]++ })
 		fs.EachRecord(func(r *kgo.Record) {
 			if want := fmt.Sprint(next[r.Partition]); string(r.Key) != want {
 				t.Fatalf("partition %d offset %d: key %s, want %s", r.Partition, r.Offset, r.Key, want)
