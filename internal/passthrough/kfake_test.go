@@ -43,6 +43,9 @@ type faultCopy struct {
 	// txnID makes the copy exactly-once with this transactional ID,
 	// committed every 50 ms; the target is then read read_committed.
 	txnID string
+	// commits counts the EndTxn requests that commit, as the target
+	// gets them.
+	commits atomic.Int64
 }
 
 // fetchCounter counts the fetch requests a client writes.
@@ -143,6 +146,14 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 			return nil, nil, false
 		}
 		return fc.inject(c, pr)
+	})
+
+	dst.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		if req.(*kmsg.EndTxnRequest).Commit {
+			fc.commits.Add(1)
+		}
+		return nil, nil, false
 	})
 
 	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -293,8 +304,8 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	pl.mu.Lock()
 	st := pl.stats
 	pl.mu.Unlock()
-	t.Logf("%d produce requests; at most %d batches of a partition in flight, %d errors on later batches, %d producer IDs; %d incremental fetches, %d session resets",
-		calls.Load(), st.maxInflight, st.laterErrs, st.pids, st.incremental, st.resets)
+	t.Logf("%d produce requests; at most %d batches of a partition in flight, %d errors on later batches, %d producer IDs; %d incremental fetches, %d session resets; %d transactions committed",
+		calls.Load(), st.maxInflight, st.laterErrs, st.pids, st.incremental, st.resets, fc.commits.Load())
 	return st, calls.Load()
 }
 

@@ -70,16 +70,21 @@ func TestTransactionalCopy(t *testing.T) {
 				// batches a request carries depends on timing, so
 				// from the 3rd request on every request is answered
 				// with it until one comes with a new epoch: the
-				// oldest batch is among them by then.
-				var first [2]int64 // producer ID and epoch of the 3rd request
+				// oldest batch is among them by then. (Waiting for a
+				// first commit instead is not sure: under load the
+				// only commit may be the last one.)
+				var first struct { // producer of the 3rd request
+					pid   int64
+					epoch int16
+				}
 				fc.inject = func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
 					pid, epoch := producerOf(t, pr)
 					switch {
 					case n < 3:
 						return nil, nil, false
 					case n == 3:
-						first = [2]int64{pid, int64(epoch)}
-					case first != [2]int64{pid, int64(epoch)}:
+						first.pid, first.epoch = pid, epoch
+					case pid != first.pid || epoch != first.epoch:
 						return nil, nil, false
 					}
 					return errorResponse(pr, tc.code), nil, true
