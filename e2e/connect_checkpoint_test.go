@@ -122,9 +122,11 @@ func TestConnectCheckpoints(t *testing.T) {
 	// connector's on the source, the checkpoint connector's (whose
 	// partition 0 names the leader) on the target.
 	sourceGroup, leaderGroup := "kmirror-connect-"+workers+"-source", "kmirror-connect-"+workers+"-checkpoints"
+	running := time.Now()
 	waitFor(t, 60*time.Second, "both workers in "+sourceGroup+" and "+leaderGroup, func() bool {
 		return groupMembers(t, a, sourceGroup) == 2 && groupMembers(t, b, leaderGroup) == 2
 	})
+	t.Logf("both workers were in the worker groups %v after the second reported RUNNING", time.Since(running).Round(10*time.Millisecond))
 	commitOnA(t, a, group, topic, map[int32]int64{0: 12, 1: 15})
 	waitFor(t, 30*time.Second, "the checkpoint of the new commit", func() bool { got = checkpoints(); return got[0][0] == 12 })
 	// One writer never writes an unchanged checkpoint again; two would.
@@ -150,7 +152,9 @@ func TestConnectCheckpoints(t *testing.T) {
 		t.Fatalf("DELETE checkpoints: %d %s", code, out)
 	}
 	// Both workers' herders stop the flow: its leader consumers leave.
+	deleted := time.Now()
 	waitFor(t, 60*time.Second, "no worker left in "+leaderGroup, func() bool { return groupMembers(t, b, leaderGroup) == 0 })
+	t.Logf("the checkpoint flows stopped %v after the DELETE", time.Since(deleted).Round(10*time.Millisecond))
 	commitOnA(t, a, group, topic, map[int32]int64{0: 14, 1: 15})
 	// The source connector would emit a checkpoint every second, were
 	// it to emit any: none may come in a few of those intervals.
