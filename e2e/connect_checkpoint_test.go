@@ -119,11 +119,22 @@ func TestConnectCheckpoints(t *testing.T) {
 		status = fmt.Sprint(code, " ", out)
 		return code == 200 && strings.Contains(out, `"state":"RUNNING"`)
 	})
-	time.Sleep(3 * time.Second) // the second worker's flows join their groups
+	// The second worker's flows join their worker groups: the source
+	// connector's on the source, the checkpoint connector's (whose
+	// partition 0 names the leader) on the target.
+	sourceGroup, leaderGroup := "kmirror-connect-"+workers+"-source", "kmirror-connect-"+workers+"-checkpoints"
+	running := time.Now()
+	waitFor(t, 60*time.Second, "both workers in "+sourceGroup+" and "+leaderGroup, func() bool {
+		return groupMembers(t, a, sourceGroup) == 2 && groupMembers(t, b, leaderGroup) == 2
+	})
+	t.Logf("both workers were in the worker groups %v after the second reported RUNNING", time.Since(running).Round(10*time.Millisecond))
 	commitOnA(t, a, group, topic, map[int32]int64{0: 12, 1: 15})
 	waitFor(t, 30*time.Second, "the checkpoint of the new commit", func() bool { got = checkpoints(); return got[0][0] == 12 })
 	// One writer never writes an unchanged checkpoint again; two would.
-	time.Sleep(3 * time.Second)
+	// The checkpoint of one more commit shows the writer went on after
+	// writing that of 12.
+	commitOnA(t, a, group, topic, map[int32]int64{0: 13, 1: 15})
+	waitFor(t, 30*time.Second, "the checkpoint of the commit after", func() bool { got = checkpoints(); return got[0][0] == 13 })
 	seen := map[wire.Checkpoint]int{}
 	for _, r := range b.ReadAll(t, src+".checkpoints.internal") {
 		c, err := wire.DecodeCheckpoint(r.Key, r.Value)
@@ -141,10 +152,27 @@ func TestConnectCheckpoints(t *testing.T) {
 	if code, out := rest(t, "DELETE", port, "/connectors/checkpoints", ""); code != 204 {
 		t.Fatalf("DELETE checkpoints: %d %s", code, out)
 	}
-	time.Sleep(2 * time.Second) // the herder stops the flow
+	// Both workers' herders stop the flow: its leader consumers leave.
+	deleted := time.Now()
+	waitFor(t, 60*time.Second, "no worker left in "+leaderGroup, func() bool { return groupMembers(t, b, leaderGroup) == 0 })
+	t.Logf("the checkpoint flows stopped %v after the DELETE", time.Since(deleted).Round(10*time.Millisecond))
 	commitOnA(t, a, group, topic, map[int32]int64{0: 14, 1: 15})
-	time.Sleep(5 * time.Second)
-	if got = checkpoints(); got[0][0] != 12 {
-		t.Errorf("partition 0's checkpoint is %v after the checkpoint connector was deleted, want upstream 12: a second checkpoint writer", got[0])
+	// The source connector would emit a checkpoint every second, were
+	// it to emit any: none may come in a few of those intervals.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if got = checkpoints(); got[0][0] != 13 {
+			t.Fatalf("partition 0's checkpoint is %v after the checkpoint connector was deleted, want upstream 13: a second checkpoint writer", got[0])
+		}
 	}
+}
+
+// groupMembers returns how many members group has on c (0 when it does
+// not exist).
+func groupMembers(t *testing.T, c *testkafka.Cluster, group string) int {
+	t.Helper()
+	gs, err := c.Admin(t).DescribeGroups(ctx(t), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(gs[group].Members)
 }

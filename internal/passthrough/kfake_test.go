@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +43,9 @@ type faultCopy struct {
 	// txnID makes the copy exactly-once with this transactional ID,
 	// committed every 50 ms; the target is then read read_committed.
 	txnID string
+	// commits counts the EndTxn requests that commit, as the target
+	// gets them.
+	commits atomic.Int64
 }
 
 // fetchCounter counts the fetch requests a client writes.
@@ -144,6 +148,14 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 		return fc.inject(c, pr)
 	})
 
+	dst.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		dst.KeepControl()
+		if req.(*kmsg.EndTxnRequest).Commit {
+			fc.commits.Add(1)
+		}
+		return nil, nil, false
+	})
+
 	srcCl, err := kgo.NewClient(kgo.SeedBrokers(src.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.Lz4Compression()), kgo.ProducerBatchMaxBytes(4000))
 	if err != nil {
@@ -161,7 +173,13 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	}
 
 	dstCl, store := openTarget(ctx, t, dst, 2)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	defer func() {
+		if t.Failed() {
+			t.Logf("pipeline log:\n%s", tail(logs.String(), 6000))
+		}
+	}()
 	fc.fetches = make([]atomic.Int64, max(fc.lanes, 1))
 	var fetchers []*kgo.Client
 	for i := range fc.fetches {
@@ -178,6 +196,7 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	pl.Assign([]datapath.Partition{{TP: progress.TP{Topic: "t", Partition: 0}, Remote: "A.t"}, {TP: progress.TP{Topic: "t", Partition: 1}, Remote: "A.t"}})
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
+	copyStart := time.Now()
 	go func() { done <- pl.Run(rctx, 10*time.Second) }()
 	// The commit loop ends before Run does: a commit cut off mid-request
 	// leaves the transaction to be aborted, and Run's last commit would
@@ -232,6 +251,17 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if fc.txnID != "" {
+		for p := range int32(2) {
+			tp := progress.TP{Topic: "t", Partition: p}
+			if got, _ := store.Get(tp); got != int64(n/2-1) {
+				t.Errorf("Run returned nil with the progress of %v committed at %d, want %d; positions %v; %s", tp, got, n/2-1, pl.Positions(), fc.targetState(ctx, dst))
+			}
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
 
 	rd, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.ConsumeTopics("A.t"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -240,11 +270,16 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	}
 	defer rd.Close()
 	next := map[int32]int{0: 0, 1: 1}
+	readStart := time.Now()
+	fetchErrs := map[string]int{} // errors the reader met, ignored until it gives up
 	for got := 0; got < n; {
 		fs := rd.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records", got, n)
+			t.Fatalf("read %d of %d records (next keys %v) in %v, after a copy of %v; fetch errors %v; %s",
+				got, n, next, time.Since(readStart).Round(time.Millisecond), readStart.Sub(copyStart).Round(time.Millisecond), fetchErrs,
+				fc.targetState(context.Background(), dst))
 		}
+		fs.EachError(func(topic string, p int32, err error) { fetchErrs[fmt.Sprintf("%s-%d: %v", topic, p, err)]++ })
 		fs.EachRecord(func(r *kgo.Record) {
 			if want := fmt.Sprint(next[r.Partition]); string(r.Key) != want {
 				t.Fatalf("partition %d offset %d: key %s, want %s", r.Partition, r.Offset, r.Key, want)
@@ -269,8 +304,8 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	pl.mu.Lock()
 	st := pl.stats
 	pl.mu.Unlock()
-	t.Logf("%d produce requests; at most %d batches of a partition in flight, %d errors on later batches, %d producer IDs; %d incremental fetches, %d session resets",
-		calls.Load(), st.maxInflight, st.laterErrs, st.pids, st.incremental, st.resets)
+	t.Logf("%d produce requests; at most %d batches of a partition in flight, %d errors on later batches, %d producer IDs; %d incremental fetches, %d session resets; %d transactions committed",
+		calls.Load(), st.maxInflight, st.laterErrs, st.pids, st.incremental, st.resets, fc.commits.Load())
 	return st, calls.Load()
 }
 
@@ -637,4 +672,39 @@ func TestFetchSessionErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// targetState describes, for a failure message, what the target holds
+// of A.t: each partition's high watermark and last stable offset, and
+// the transactions open on it.
+func (fc *faultCopy) targetState(ctx context.Context, dst *kfake.Cluster) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...))
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var b strings.Builder
+	if ends, err := adm.ListEndOffsets(ctx, "A.t"); err != nil {
+		fmt.Fprintf(&b, "end offsets: %v; ", err)
+	} else {
+		ends.Each(func(o kadm.ListedOffset) { fmt.Fprintf(&b, "A.t-%d ends at %d; ", o.Partition, o.Offset) })
+	}
+	if lso, err := adm.ListCommittedOffsets(ctx, "A.t"); err != nil {
+		fmt.Fprintf(&b, "stable offsets: %v; ", err)
+	} else {
+		lso.Each(func(o kadm.ListedOffset) { fmt.Fprintf(&b, "A.t-%d stable to %d; ", o.Partition, o.Offset) })
+	}
+	if fc.txnID != "" {
+		txns, err := adm.DescribeTransactions(ctx, fc.txnID)
+		if err != nil {
+			fmt.Fprintf(&b, "transactions: %v", err)
+		}
+		for _, d := range txns {
+			fmt.Fprintf(&b, "transaction %s: state %s, producer %d epoch %d, partitions %v", d.TxnID, d.State, d.ProducerID, d.ProducerEpoch, d.Topics)
+		}
+	}
+	return b.String()
 }

@@ -220,6 +220,19 @@ func slotFenced(t *testing.T, learn string) {
 	txnID := "kmirror-test-" + topic
 
 	w1 := startEOSWorker(ctx, t, a, b, topic, txnID, nslots)
+	var w2 *eosWorker
+	defer func() {
+		// Whatever check failed, say what each worker was doing.
+		if !t.Failed() {
+			return
+		}
+		for i, w := range []*eosWorker{w1, w2} {
+			if w != nil {
+				t.Logf("worker %d: positions %v, status %+v, fenced %v; log:\n%s", i+1, w.pl.Positions(), w.pl.Status(),
+					testutil.ToFloat64(w.m.Fenced.WithLabelValues("A", "B")), tail(w.logs.String(), 6000))
+			}
+		}
+	}()
 	w1.take(ctx, t, remote, all)
 	produceSeq(ctx, t, pcl, topic, parts, 0, 50)
 	w1.waitCopied(ctx, t, a, all, 49)
@@ -230,7 +243,7 @@ func slotFenced(t *testing.T, learn string) {
 	produceSeq(ctx, t, pcl, topic, parts, 50, 100)
 	w1.waitCopied(ctx, t, a, all, 99)
 
-	w2 := startEOSWorker(ctx, t, a, b, topic, txnID, nslots)
+	w2 = startEOSWorker(ctx, t, a, b, topic, txnID, nslots)
 	w2.take(ctx, t, remote, moved)
 	if !strings.Contains(w2.logs.String(), "exactly-once: slot taken") {
 		t.Error("the second worker does not log the slot taken")

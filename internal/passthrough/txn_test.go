@@ -62,7 +62,34 @@ func TestTransactionalCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := &faultCopy{records: 4000, txnID: "kmirror-test"}
-			if tc.code != 0 {
+			switch {
+			case tc.aborts:
+				// UNKNOWN_PRODUCER_ID means a lost producer only on
+				// the oldest unacknowledged batch of a partition; on
+				// a later one it is retried in the transaction. Which
+				// batches a request carries depends on timing, so
+				// from the 3rd request on every request is answered
+				// with it until one comes with a new epoch: the
+				// oldest batch is among them by then. (Waiting for a
+				// first commit instead is not sure: under load the
+				// only commit may be the last one.)
+				var first struct { // producer of the 3rd request
+					pid   int64
+					epoch int16
+				}
+				fc.inject = func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+					pid, epoch := producerOf(t, pr)
+					switch {
+					case n < 3:
+						return nil, nil, false
+					case n == 3:
+						first.pid, first.epoch = pid, epoch
+					case pid != first.pid || epoch != first.epoch:
+						return nil, nil, false
+					}
+					return errorResponse(pr, tc.code), nil, true
+				}
+			case tc.code != 0:
 				fc.inject = func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
 					if n%7 != 3 || n > 40 {
 						return nil, nil, false
@@ -79,6 +106,15 @@ func TestTransactionalCopy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// producerOf returns the producer ID and epoch of the first batch of pr.
+func producerOf(t *testing.T, pr *kmsg.ProduceRequest) (int64, int16) {
+	var b kmsg.RecordBatch
+	if err := b.ReadFrom(pr.Topics[0].Partitions[0].Records); err != nil {
+		t.Errorf("produce request with a batch that does not parse: %v", err)
+	}
+	return b.ProducerID, b.ProducerEpoch
 }
 
 // TestFencedStops: a second producer with the same transactional ID
