@@ -22,6 +22,7 @@ import (
 // reaches the flow (here the replication policy's separator, seen in the
 // remote topic's name).
 func TestConnectConfigProviders(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	sh, sz := cs[0], cs[1]
 	src, dst := alias(t, "sh"), alias(t, "sz")
@@ -99,6 +100,7 @@ func TestConnectConfigProviders(t *testing.T) {
 // and serve localhost, IP addresses and kmirror.rest.allowed.hosts; a
 // Connect worker without a token and without listeners binds 127.0.0.1.
 func TestRESTDNSRebinding(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	call := func(method, url, host, origin string) (int, string) {

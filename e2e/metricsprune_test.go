@@ -15,6 +15,7 @@ import (
 // the series count goes back down instead of growing with every topic
 // ever copied.
 func TestDeletedTopicsLeaveNoSeries(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		extra []string

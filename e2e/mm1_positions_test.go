@@ -31,6 +31,7 @@ const seed004Bootstrap = "SASL接入点（公网） # 需要根据实际情况�
 // temporary file. Seed 004's producer file is pointed at a PLAINTEXT
 // listener, so its SASL and TLS keys have no effect.
 func TestMM1WarningsNameUserFiles(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "mm1pos")
@@ -78,6 +79,7 @@ func TestMM1WarningsNameUserFiles(t *testing.T) {
 // refuses the file at once, naming both lines, instead of connecting with
 // PLAINTEXT and failing on a TLS alert.
 func TestMM1SeedTwoKeysOnOneLine(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	consumer := writeFile(t, "consumer.properties", "bootstrap.servers="+strings.Join(a.Bootstrap, ",")+"\ngroup.id=test-consumer-group\n")
@@ -116,6 +118,7 @@ func TestMM1SeedTwoKeysOnOneLine(t *testing.T) {
 // factor of a topic kmirror mm1 creates, the error names
 // --replication.factor, the flag an MM1 user has, not only an MM2 key.
 func TestMM1ReplicationFactorErrorNamesFlag(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	brokers, err := b.Admin(t).ListBrokers(ctx(t))

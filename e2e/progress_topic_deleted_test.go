@@ -31,6 +31,7 @@ import (
 //
 // Every record is checked, partition by partition, in order.
 func TestProgressTopicDeleted(t *testing.T) {
+	t.Parallel()
 	t.Run("at-least-once", func(t *testing.T) { progressTopicDeleted(t, false) })
 	t.Run("exactly-once", func(t *testing.T) { progressTopicDeleted(t, true) })
 }

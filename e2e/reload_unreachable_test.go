@@ -40,6 +40,7 @@ func flowSince(t *testing.T, addr, name string) time.Time {
 // goes on copying untouched, and fixing the file and reloading again
 // brings the failed flow back.
 func TestReloadUnreachable(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	// Flows A->B and C->B: C is cluster a under another alias, so one

@@ -18,6 +18,7 @@ import (
 // in order. The records the deleted topic held are gone on the target and,
 // as in MM2, not copied again: copying goes on from the flow's position.
 func TestRemoteTopicDeletedRecreated(t *testing.T) {
+	t.Parallel()
 	t.Run("passthrough", func(t *testing.T) { remoteTopicDeleted(t) })
 	t.Run("record path", func(t *testing.T) { remoteTopicDeleted(t, recordPath) })
 }

@@ -19,6 +19,7 @@ import (
 // and /ready of a new client answer within 2 s, and so does the API with
 // its token. A profile longer than 60 s is refused at once.
 func TestRESTProbesUnderConnectionFlood(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	addr := freeAddr(t)

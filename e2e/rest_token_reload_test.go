@@ -35,6 +35,7 @@ func restCall(addr, method, path, token string) (int, string) {
 // leave the API without a token is refused naming the key, and the token
 // stays. No token reaches the log.
 func TestRESTTokenReload(t *testing.T) {
+	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	addr := freeAddr(t)

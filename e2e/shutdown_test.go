@@ -52,6 +52,7 @@ func exitCode(err error) int {
 // during the stop (the flow shows as stopping), and a second SIGTERM
 // exits at once with a non-zero code.
 func TestStopTargetDown(t *testing.T) {
+	t.Parallel()
 	src := testkafka.Shared(t, 1)[0]
 	tgt := testkafka.Start(t, testkafka.Options{})[0]
 
