@@ -29,7 +29,7 @@ vet:
 # records, properties, JAAS, Connect JSON). go test -fuzz takes one package
 # and one target at a time. A crash leaves its input in the package's
 # testdata/fuzz/FuzzX/, which plain go test then runs as a test case.
-FUZZ_TIME ?= 3s
+FUZZ_TIME ?= 2s
 fuzz:
 	@start=$$(date +%s); \
 	for f in $$(grep -rl --include='*_test.go' '^func Fuzz' internal cmd mirrorclient | sort); do \

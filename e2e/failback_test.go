@@ -37,7 +37,6 @@ type failbackJSON struct {
 // nothing the group had consumed on B.
 func TestFailback(t *testing.T) {
 	t.Parallel()
-	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "failback")

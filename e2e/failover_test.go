@@ -285,7 +285,6 @@ type offsetsJSON struct {
 // moved backwards.
 func TestFailoverGroupOffsets(t *testing.T) {
 	t.Parallel()
-	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "failover")
@@ -479,7 +478,6 @@ func TestFailoverGroupOffsets(t *testing.T) {
 // time. The table goes to docs/offset-translation.md.
 func TestRedeliveryAfterFailover(t *testing.T) {
 	t.Parallel()
-	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "redeliver")
@@ -655,7 +653,6 @@ type topologyJSON struct {
 // that "kmirror topology" finds both hops and the path from the
 // heartbeats, and sets them against the flows a file configures.
 func TestTopologyChain(t *testing.T) {
-	t.Parallel()
 	t.Parallel()
 	cs := testkafka.Start(t, testkafka.Options{Clusters: 3, Nodes: 1})
 	base := []string{"clusters = A, B, C"}

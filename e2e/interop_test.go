@@ -94,7 +94,6 @@ func runTranslateJava(t *testing.T, bootstrap, remoteAlias string, groups ...str
 // exact translations of the groups' commits on A.
 func TestJavaTranslatesKmirrorCheckpoints(t *testing.T) {
 	t.Parallel()
-	t.Parallel()
 	cs := testkafka.Shared(t, 2)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "interop")

@@ -116,8 +116,16 @@ func progressTopicDeleted(t *testing.T, eos bool) {
 	for _, r := range a.ReadAll(t, topic) {
 		ends[r.Partition] = max(ends[r.Partition], r.Offset)
 	}
-	waitFor(t, 30*time.Second, "the progress of every partition in the topic made again", func() bool {
+	var lastSaved map[progress.TP]int64
+	var lastErr error
+	defer func() {
+		if t.Failed() {
+			t.Logf("last read of %s: %v (error %v); source ends %v", progressTopic, lastSaved, lastErr, ends)
+		}
+	}()
+	waitFor(t, 60*time.Second, "the progress of every partition in the topic made again", func() bool {
 		saved, err := progress.Read(ctx(t), tgtConn, progressTopic, src, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		lastSaved, lastErr = saved, err
 		if err != nil {
 			return false
 		}
