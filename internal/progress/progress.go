@@ -49,7 +49,11 @@ type Store struct {
 	onMissing   func(bool)
 	onRecreated func()
 	repairMu    sync.Mutex // one Repair at a time
-	id          [16]byte   // of the offsets topic, under repairMu
+	// writeMu: Save writes under its read lock, Repair rewrites under
+	// its write lock, so a rewrite of what is in memory never lands
+	// after (and over) a newer save, nor misses one that is under way.
+	writeMu sync.RWMutex
+	id      [16]byte // of the offsets topic, under repairMu
 
 	mu    sync.Mutex
 	saved map[TP]int64
@@ -248,22 +252,35 @@ func (s *Store) Save(ctx context.Context, offsets map[TP]int64) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	err := s.write(ctx, recs, offsets)
+	if err == nil {
+		return nil
+	}
+	if !TopicGone(err) {
+		return fmt.Errorf("saving progress to %s: %w", s.topic, err)
+	}
+	// The topic was deleted on the target: made again with everything
+	// in memory, then these offsets are written.
+	rewrote, rerr := s.Repair(ctx)
+	if rerr != nil {
+		return fmt.Errorf("saving progress to %s: %w (making the topic again: %v)", s.topic, err, rerr)
+	}
+	if !rewrote {
+		return fmt.Errorf("saving progress to %s: %w", s.topic, err)
+	}
+	if err := s.write(ctx, recs, offsets); err != nil {
+		return fmt.Errorf("saving progress to %s: %w", s.topic, err)
+	}
+	return nil
+}
+
+// write produces recs and, once they are acknowledged, records offsets as
+// saved, under writeMu's read lock (see Repair).
+func (s *Store) write(ctx context.Context, recs []*kgo.Record, offsets map[TP]int64) error {
+	s.writeMu.RLock()
+	defer s.writeMu.RUnlock()
 	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		if !TopicGone(err) {
-			return fmt.Errorf("saving progress to %s: %w", s.topic, err)
-		}
-		// The topic was deleted on the target: made again with
-		// everything in memory, then these offsets are written.
-		rewrote, rerr := s.Repair(ctx)
-		if rerr != nil {
-			return fmt.Errorf("saving progress to %s: %w (making the topic again: %v)", s.topic, err, rerr)
-		}
-		if !rewrote {
-			return fmt.Errorf("saving progress to %s: %w", s.topic, err)
-		}
-		if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			return fmt.Errorf("saving progress to %s: %w", s.topic, err)
-		}
+		return err
 	}
 	s.Saved(offsets)
 	return nil

@@ -81,7 +81,9 @@ func (s *Store) Repair(ctx context.Context) (bool, error) {
 	} else {
 		s.log.Warn("progress topic was deleted and created again on the target behind kmirror: writing the progress held in memory to it", "topic", s.topic)
 	}
+	s.writeMu.Lock() // no save under way: the rewrite holds the newest
 	n, err := s.rewrite(ctx)
+	s.writeMu.Unlock()
 	if err != nil {
 		s.setProblem(fmt.Sprintf("progress topic %s was deleted on the target; writing the progress held in memory failed: %v", s.topic, err))
 		return false, err
