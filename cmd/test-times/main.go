@@ -149,9 +149,20 @@ func printSlowest(out io.Writer, tests, pkgs []result, top int) {
 		}
 		fmt.Fprintf(out, "%10s  %s\n", dur(p.elapsed), p.pkg)
 	}
-	var top1 []result // top-level tests only: subtests are inside them
+	// Top-level tests only: subtests are inside them. A test whose
+	// subtests run in parallel returns before them, so it is given its
+	// longest subtest's time when that is longer.
+	longest := map[key]float64{}
+	for _, t := range tests {
+		if i := strings.Index(t.test, "/"); i > 0 {
+			k := key{t.pkg, t.test[:i]}
+			longest[k] = max(longest[k], t.elapsed)
+		}
+	}
+	var top1 []result
 	for _, t := range tests {
 		if !strings.Contains(t.test, "/") {
+			t.elapsed = max(t.elapsed, longest[t.key])
 			top1 = append(top1, t)
 		}
 	}

@@ -15,6 +15,8 @@ func TestRun(t *testing.T) {
 		`{"Action":"fail","Package":"github.com/kmirror/kmirror/e2e","Test":"TestSlow/sub","Elapsed":90}`,
 		`{"Action":"output","Package":"github.com/kmirror/kmirror/e2e","Test":"TestSlow","Output":"--- FAIL: TestSlow\n"}`,
 		`{"Action":"fail","Package":"github.com/kmirror/kmirror/e2e","Test":"TestSlow","Elapsed":95.25}`,
+		`{"Action":"pass","Package":"m/internal/a","Test":"TestPar/sub","Elapsed":120}`,
+		`{"Action":"pass","Package":"m/internal/a","Test":"TestPar","Elapsed":0}`,
 		`{"Action":"pass","Package":"m/internal/a","Elapsed":1.5}`,
 		`{"Action":"fail","Package":"github.com/kmirror/kmirror/e2e","Elapsed":100}`,
 		`# m/internal/b`,
@@ -33,7 +35,7 @@ func TestRun(t *testing.T) {
 		"--- FAIL: TestSlow\nsub said\n",
 		"FAIL\tgithub.com/kmirror/kmirror/e2e\t100.000s\n",
 		"# m/internal/b\n",
-		"slowest 1 tests:\n   1m35.2s  fail e2e TestSlow\n",
+		"slowest 1 tests:\n      2m0s  pass internal/a TestPar\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
