@@ -24,6 +24,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/heartbeat"
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/testwait"
 	"github.com/kmirror/kmirror/internal/wire"
 	"github.com/kmirror/kmirror/mirrorclient"
 )
@@ -185,17 +186,6 @@ func startMM2(t *testing.T, props string, clusters ...string) {
 	})
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
 // TestMM2Interop runs Apache MM2 from src (cluster A) to dst (cluster B)
 // and checks that mirrorclient on B reads MM2's checkpoints and sees src
 // upstream. src's heartbeats on A are written by kmirror's heartbeat
@@ -303,7 +293,7 @@ func TestMM2Interop(t *testing.T) {
 			t.Logf("last state: %s", state)
 		}
 	})
-	waitFor(t, 180*time.Second, "MM2 checkpoints for both partitions, matching the group offsets MM2 synced to B", func() bool {
+	testwait.For(t, 180*time.Second, "MM2 checkpoints for both partitions, matching the group offsets MM2 synced to B", func() bool {
 		var err error
 		got, err = mc.RemoteConsumerOffsets(ctx, group, src, 10*time.Second)
 		state = fmt.Sprintf("checkpoints %v, err %v", got, err)
@@ -345,7 +335,7 @@ func TestMM2Interop(t *testing.T) {
 
 	// Topology: src.heartbeats arrives with the first topic refresh
 	// after the emitter's heartbeats exist.
-	waitFor(t, 60*time.Second, "src.heartbeats on B", func() bool {
+	testwait.For(t, 60*time.Second, "src.heartbeats on B", func() bool {
 		hops, err := mc.ReplicationHops(ctx, src)
 		return err == nil && hops == 1
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/testwait"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -152,7 +153,7 @@ func TestBrokersFailover(t *testing.T) {
 			rctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() { done <- task.Run(rctx) }()
-			waitFor(t, "checkpoints of every group", func() bool {
+			testwait.For(t, 15*time.Second, "checkpoints of every group", func() bool {
 				for g := range committed {
 					if len(task.Checkpoints(g)) == 0 {
 						return false
@@ -236,7 +237,7 @@ func TestBrokersGroupSync(t *testing.T) {
 	}
 	member(g("classic"))
 	member(g("kip848"), kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
-	waitFor(t, "members on B", func() bool {
+	testwait.For(t, 15*time.Second, "members on B", func() bool {
 		d, err := task.describeTarget(ctx, []string{g("classic"), g("kip848")})
 		return err == nil && d[g("classic")].active && d[g("kip848")].active
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/testwait"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -172,17 +173,6 @@ func readCheckpoints(t *testing.T, cl *kgo.Client, topic string) map[string]wire
 	return out
 }
 
-func waitFor(t *testing.T, what string, fn func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !fn() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestTaskKfake runs the task against two fake clusters: syncs, a corrupt
 // record and a foreign one in the syncs topic, a group on the source.
 func TestTaskKfake(t *testing.T) {
@@ -241,7 +231,7 @@ func TestTaskKfake(t *testing.T) {
 				want["mid/A.t"] = 1
 			}
 			var got map[string]wire.Checkpoint
-			waitFor(t, "checkpoints", func() bool {
+			testwait.For(t, 15*time.Second, "checkpoints", func() bool {
 				got = readCheckpoints(t, dstCl, "A.checkpoints.internal")
 				return len(got) == 3
 			})
@@ -251,7 +241,7 @@ func TestTaskKfake(t *testing.T) {
 				}
 			}
 			// Group offsets synced into the (missing) target groups.
-			waitFor(t, "group offsets on the target", func() bool {
+			testwait.For(t, 15*time.Second, "group offsets on the target", func() bool {
 				o, err := dadm.FetchOffsets(ctx, "head")
 				if err != nil {
 					return false

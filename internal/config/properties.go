@@ -7,6 +7,8 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/kmirror/kmirror/internal/policy"
 )
 
 // Properties is a parsed Java .properties file. It remembers, for every key,
@@ -436,8 +438,5 @@ func hexVal(c byte) (rune, bool) {
 	return 0, false
 }
 
-// javaTrim is String.trim: it strips every char <= U+0020, as ConfigDef does
-// before parsing typed values.
-func javaTrim(s string) string {
-	return strings.TrimFunc(s, func(r rune) bool { return r <= ' ' })
-}
+// javaTrim is String.trim, as ConfigDef applies before parsing typed values.
+var javaTrim = policy.JavaTrim

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // Spec describes one internal topic.
@@ -61,26 +63,34 @@ func Create(ctx context.Context, adm *kadm.Client, s Spec) (bool, error) {
 // show in the metadata; a loaded cluster can take seconds.
 const metadataWait = 30 * time.Second
 
+// errNotYet: the topic is not in the metadata yet.
+var errNotYet = errors.New("not in the metadata yet")
+
 // Partitions returns the partition count of an existing topic, waiting
 // briefly for a topic created a moment ago to reach the brokers' metadata.
 func Partitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
-	deadline := time.Now().Add(metadataWait)
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		td, err := adm.ListTopics(ctx, topic)
-		if err != nil {
-			return 0, fmt.Errorf("describing %s: %w", topic, err)
-		}
-		d := td[topic]
-		if d.Err == nil && len(d.Partitions) > 0 {
-			return int32(len(d.Partitions)), nil
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("describing %s, %v after creating it: %v", topic, metadataWait, d.Err)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(wait):
-		}
+	var n int32
+	var notYet error // the topic's error while it is not in the metadata
+	err := backoff.Retry(ctx, backoff.Policy{First: 50 * time.Millisecond, Max: time.Second, For: metadataWait},
+		func(err error) bool { return err == errNotYet },
+		func() error {
+			td, err := adm.ListTopics(ctx, topic)
+			if err != nil {
+				return fmt.Errorf("describing %s: %w", topic, err)
+			}
+			d := td[topic]
+			if d.Err == nil && len(d.Partitions) > 0 {
+				n = int32(len(d.Partitions))
+				return nil
+			}
+			notYet = d.Err
+			return errNotYet
+		})
+	switch {
+	case err == errNotYet:
+		return 0, fmt.Errorf("describing %s, %v after creating it: %v", topic, metadataWait, notYet)
+	case errors.Is(err, errNotYet):
+		return 0, ctx.Err()
 	}
+	return n, err
 }

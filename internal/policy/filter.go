@@ -57,7 +57,7 @@ func (f *Filter) Match(name string) bool {
 // surrounding whitespace. Empty items are kept ("a," gives ["a", ""]), as in
 // Java.
 func ParseList(s string) []string {
-	s = javaTrim(s)
+	s = JavaTrim(s)
 	if s == "" {
 		return []string{}
 	}
@@ -73,8 +73,9 @@ func ParseList(s string) []string {
 	}
 }
 
-// javaTrim is String.trim: it strips every char <= U+0020.
-func javaTrim(s string) string {
+// JavaTrim is Java's String.trim: it strips every char <= U+0020. MM2
+// trims list entries with it, and ConfigDef trims values before parsing.
+func JavaTrim(s string) string {
 	return strings.TrimFunc(s, func(r rune) bool { return r <= ' ' })
 }
 

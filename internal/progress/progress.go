@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/readlog"
@@ -82,6 +83,9 @@ type Options struct {
 // offsets topic.
 const newTopicWait = 30 * time.Second
 
+// newTopicRetry retries within newTopicWait.
+var newTopicRetry = backoff.Policy{First: 100 * time.Millisecond, Max: time.Second, For: newTopicWait}
+
 // Open makes sure the offsets topic exists on the target, then reads every
 // progress record of o.Source from it. connect are the target's connection
 // options; producer must be a client on the target whose partitioner honours
@@ -101,19 +105,11 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 	// know it yet (UNKNOWN_TOPIC_OR_PARTITION on a 3-node target).
 	var ch changes
 	var ends map[int32]int64
-	deadline := time.Now().Add(newTopicWait)
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+	unknown := func(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPartition) }
+	if err := backoff.Retry(ctx, newTopicRetry, unknown, func() (err error) {
 		ch, ends, err = read(ctx, connect, o.Topic, o.Source, nil, log)
-		if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(wait):
-		}
-	}
-	if err != nil {
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	ch.applyTo(s.saved, s.ids, nil)

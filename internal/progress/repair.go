@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/wire"
@@ -125,20 +125,10 @@ func (s *Store) rewrite(ctx context.Context) (int, error) {
 	s.read = make(map[int32]int64)
 	s.mu.Unlock()
 	// A topic created a moment ago may be unknown to some brokers.
-	deadline := time.Now().Add(newTopicWait)
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		err := s.cl.ProduceSync(ctx, recs...).FirstErr()
-		if err == nil {
-			break
-		}
-		if !TopicGone(err) || time.Now().After(deadline) {
-			return 0, err
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(wait):
-		}
+	if err := backoff.Retry(ctx, newTopicRetry, TopicGone, func() error {
+		return s.cl.ProduceSync(ctx, recs...).FirstErr()
+	}); err != nil {
+		return 0, err
 	}
 	if st, id, err := s.describe(ctx, [16]byte{}); err == nil && st != missing {
 		s.id = id // under repairMu

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/backoff"
 )
 
 // ToEnd calls fn for every committed record of topic, in offset order within
@@ -160,24 +162,20 @@ func committedEnds(ctx context.Context, connect []kgo.Opt, topic string) (kadm.L
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	deadline := time.Now().Add(endsRetryFor)
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		ends, err := adm.ListCommittedOffsets(ctx, topic)
-		if err == nil {
+	// A missing topic is the caller's to handle (kerr calls it
+	// retriable), at once.
+	retry := func(err error) bool {
+		return kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicOrPartition)
+	}
+	var ends kadm.ListedOffsets
+	err = backoff.Retry(ctx, backoff.Policy{First: 50 * time.Millisecond, Max: time.Second, For: endsRetryFor}, retry, func() (err error) {
+		if ends, err = adm.ListCommittedOffsets(ctx, topic); err == nil {
 			err = ends.Error()
 		}
-		if err == nil {
-			return ends, nil
-		}
-		// A missing topic is the caller's to handle (kerr calls it
-		// retriable), at once.
-		if !kerr.IsRetriable(err) || errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
-			return nil, fmt.Errorf("listing end offsets of %s: %w", topic, err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("listing end offsets of %s: %w (then %w)", topic, err, ctx.Err())
-		case <-time.After(wait):
-		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing end offsets of %s: %w", topic, err)
 	}
+	return ends, nil
 }

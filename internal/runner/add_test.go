@@ -12,6 +12,7 @@ import (
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/testwait"
 )
 
 // TestAddRemove: flows added at run time (internal/connect's connectors)
@@ -42,7 +43,7 @@ func TestAddRemove(t *testing.T) {
 			t.Errorf("Run = %v", err)
 		}
 	}()
-	waitFor(t, "Run to start", func() bool { return r.Add("conn-good", good, Replication) == nil })
+	testwait.For(t, time.Minute, "Run to start", func() bool { return r.Add("conn-good", good, Replication) == nil })
 	if err := r.Add("conn-bad", bad, Replication); err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +56,11 @@ func TestAddRemove(t *testing.T) {
 		return "absent"
 	}
 	remote := src + "." + topic
-	waitFor(t, "2 records on the target", func() bool {
+	testwait.For(t, time.Minute, "2 records on the target", func() bool {
 		td, err := b.Admin(t).ListTopics(context.Background(), remote)
 		return err == nil && td[remote].Err == nil && len(td[remote].Partitions) > 0 && len(b.ReadAll(t, remote)) == 2
 	})
-	waitFor(t, "conn-bad to fail", func() bool { return state("conn-bad") == "failed" })
+	testwait.For(t, time.Minute, "conn-bad to fail", func() bool { return state("conn-bad") == "failed" })
 	select {
 	case err := <-runErr:
 		t.Fatalf("Run stopped on an added flow's failure: %v", err)

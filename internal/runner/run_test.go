@@ -13,19 +13,8 @@ import (
 
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/testwait"
 )
-
-// waitFor polls cond until it holds or a minute passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
 
 // flowConfig is a file body for src->dst on the shared clusters with RF 1,
 // copying topics; the pair dst->src only emits heartbeats.
@@ -83,7 +72,7 @@ func runnerFlow(t *testing.T, extra string) {
 	copied := func(topic string, n int) {
 		t.Helper()
 		remote := src + "." + topic
-		waitFor(t, fmt.Sprintf("%d records in %s on %s", n, remote, dst), func() bool {
+		testwait.For(t, time.Minute, fmt.Sprintf("%d records in %s on %s", n, remote, dst), func() bool {
 			td, err := b.Admin(t).ListTopics(context.Background(), remote)
 			if err != nil || td[remote].Err != nil || len(td[remote].Partitions) == 0 {
 				return false
@@ -132,7 +121,7 @@ func runnerFlow(t *testing.T, extra string) {
 	running := func() FlowStatus {
 		t.Helper()
 		var st FlowStatus
-		waitFor(t, name+" running with 2 partitions", func() bool {
+		testwait.For(t, time.Minute, name+" running with 2 partitions", func() bool {
 			var ok bool
 			st, ok = flowStatus(name)
 			return ok && st.State == "running" && len(st.Partitions) == 2
@@ -141,7 +130,7 @@ func runnerFlow(t *testing.T, extra string) {
 	}
 	// Done is the last source offset on the target: the new topic's
 	// partitions start at 0, so the Done+1 add up to the records copied.
-	waitFor(t, "the progress of 10 records in Status", func() bool {
+	testwait.For(t, time.Minute, "the progress of 10 records in Status", func() bool {
 		st, ok := flowStatus(name)
 		var n int64
 		for _, p := range st.Partitions {
@@ -170,7 +159,7 @@ func runnerFlow(t *testing.T, extra string) {
 	if err := r.Pause(name); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, name+" and its partitions paused", func() bool {
+	testwait.For(t, time.Minute, name+" and its partitions paused", func() bool {
 		st, ok := flowStatus(name)
 		if !ok || st.State != "paused" || len(st.Partitions) != 2 {
 			return false
@@ -226,7 +215,7 @@ func runnerFlow(t *testing.T, extra string) {
 	copied(t2, 3)
 	produce(t1, 2)
 	copied(t1, 26)
-	waitFor(t, name+" running with 3 partitions", func() bool {
+	testwait.For(t, time.Minute, name+" running with 3 partitions", func() bool {
 		st, ok := flowStatus(name)
 		return ok && st.State == "running" && len(st.Partitions) == 3
 	})

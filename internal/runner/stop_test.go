@@ -12,6 +12,7 @@ import (
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/flow"
 	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/testwait"
 )
 
 // twoFlows is a file body with flows A->B and C->D and no heartbeat-only
@@ -108,11 +109,11 @@ func TestStopBounded(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			runErr := make(chan error, 1)
 			go func() { runErr <- r.Run(ctx) }()
-			waitFor(t, "two flows", func() bool { return len(statusWithin(t, r)) == 2 })
+			testwait.For(t, time.Minute, "two flows", func() bool { return len(statusWithin(t, r)) == 2 })
 			start := time.Now()
 			cancel()
 			if len(tt.stuck) > 0 {
-				waitFor(t, "a stuck flow to show as stopping", func() bool {
+				testwait.For(t, time.Minute, "a stuck flow to show as stopping", func() bool {
 					st, ok := stateOf(statusWithin(t, r), tt.stuck[0])
 					return ok && st.State == "stopping"
 				})
@@ -163,7 +164,7 @@ func TestReloadUnreachable(t *testing.T) {
 			t.Errorf("Run = %v", err)
 		}
 	}()
-	waitFor(t, "two flows", func() bool { return len(r.Status()) == 2 })
+	testwait.For(t, time.Minute, "two flows", func() bool { return len(r.Status()) == 2 })
 	other, _ := stateOf(r.Status(), "C->D")
 
 	rewrite := func(body string) {
@@ -176,7 +177,7 @@ func TestReloadUnreachable(t *testing.T) {
 		}
 	}
 	rewrite(twoFlows(unreachable))
-	waitFor(t, "A->B failed", func() bool {
+	testwait.For(t, time.Minute, "A->B failed", func() bool {
 		st, _ := stateOf(r.Status(), "A->B")
 		return st.State == "failed"
 	})
@@ -198,7 +199,7 @@ func TestReloadUnreachable(t *testing.T) {
 	}
 
 	rewrite(twoFlows("a:9092"))
-	waitFor(t, "A->B running again", func() bool {
+	testwait.For(t, time.Minute, "A->B running again", func() bool {
 		st, _ := stateOf(r.Status(), "A->B")
 		return st.State == "starting"
 	})
