@@ -101,7 +101,10 @@ func (e *Emitter) Emit(ctx context.Context) error {
 	select {
 	case err = <-res:
 	case <-ctx.Done():
-		err = ctx.Err()
+	}
+	if ctx.Err() != nil {
+		// Stopping is no failure: the record may still land.
+		return ctx.Err()
 	}
 	if err != nil {
 		e.failed.Add(1)

@@ -55,6 +55,16 @@ func runFor(t *testing.T, conn []kgo.Opt, topic string, rf int16, interval, d ti
 	return e, recs
 }
 
+// checkCounts asserts that every heartbeat read was counted as sent and
+// none as failed. One in flight when Run stopped is neither, and may still
+// have landed.
+func checkCounts(t *testing.T, e *Emitter, recs []*kgo.Record) {
+	t.Helper()
+	if n := int64(len(recs)); n < e.Sent() || n > e.Sent()+1 || e.Failed() != 0 {
+		t.Errorf("Sent %d Failed %d, read %d", e.Sent(), e.Failed(), len(recs))
+	}
+}
+
 // checkHeartbeats asserts the MM2 record shape of every heartbeat.
 func checkHeartbeats(t *testing.T, recs []*kgo.Record, source, target string) {
 	t.Helper()
@@ -90,9 +100,7 @@ func TestRunEmitsEveryInterval(t *testing.T) {
 	if n := len(recs); n < 5 || n > 30 {
 		t.Fatalf("got %d heartbeats in 1.2s at a 50ms interval", n)
 	}
-	if int64(len(recs)) != e.Sent() || e.Failed() != 0 {
-		t.Errorf("Sent %d Failed %d, read %d", e.Sent(), e.Failed(), len(recs))
-	}
+	checkCounts(t, e, recs)
 	checkHeartbeats(t, recs, "A", "B")
 
 	adm := kadm.NewClient(newClient(t, conn))
@@ -190,5 +198,46 @@ func TestEmitStopsWithContext(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// TestEmitCounts: a write the cluster refuses counts as failed; one
+// abandoned because the emitter stops does not.
+func TestEmitCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		topic      string // "" creates the topic first
+		stopped    bool
+		wantFailed int64
+	}{
+		{name: "written"},
+		{name: "refused: no such topic", topic: "missing", wantFailed: 1},
+		{name: "stopping", stopped: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := fakeCluster(t, 1)
+			cl := newClient(t, conn, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.UnknownTopicRetries(0))
+			topic := tc.topic
+			e := New(cl, kadm.NewClient(cl), "heartbeats", "A", "B", 1, time.Hour, nil)
+			if topic == "" {
+				if err := e.CreateTopic(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				e = New(cl, kadm.NewClient(cl), topic, "A", "B", 1, time.Hour, nil)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			if tc.stopped {
+				cancel()
+			}
+			defer cancel()
+			err := e.Emit(ctx)
+			if (err == nil) != (tc.wantFailed == 0 && !tc.stopped) {
+				t.Fatalf("Emit: %v", err)
+			}
+			if e.Failed() != tc.wantFailed {
+				t.Fatalf("Failed() = %d, want %d (err %v)", e.Failed(), tc.wantFailed, err)
+			}
+		})
 	}
 }
