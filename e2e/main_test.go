@@ -39,7 +39,7 @@ func kmirrorBin(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "kmirror")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, "../cmd/kmirror").CombinedOutput()
+		out, err := exec.Command("go", "build", "-race", "-tags", "failpoints", "-o", binPath, "../cmd/kmirror").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -91,6 +91,16 @@ type proc struct {
 func startKmirror(t *testing.T, args ...string) *proc {
 	t.Helper()
 	return startProc(t, "kmirror", exec.Command(kmirrorBin(t), append([]string{"run"}, args...)...))
+}
+
+// startKmirrorEnv is startKmirror with env added to the environment, such
+// as a failpoint (KMIRROR_FAILPOINT_*: the binary is built with the
+// failpoints tag).
+func startKmirrorEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(kmirrorBin(t), append([]string{"run"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	return startProc(t, "kmirror", cmd)
 }
 
 // startProc starts cmd, capturing its output, and kills it when the test

@@ -77,7 +77,10 @@ func progressTopicDeleted(t *testing.T, eos bool) {
 		return ""
 	}
 
-	p := startKmirror(t, "--metrics-addr", metricsAddr, cfg)
+	// The repair pauses 3 s between finding the topic missing and making
+	// it again, so that /ready is seen meanwhile even on a loaded machine
+	// (without the pause it lasts a few hundred ms).
+	p := startKmirrorEnv(t, []string{"KMIRROR_FAILPOINT_PROGRESS_REPAIR_PAUSE=3s"}, "--metrics-addr", metricsAddr, cfg)
 	produce(3000)
 	waitFor(t, 90*time.Second, "the first records on the target", caughtUp)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -73,6 +74,13 @@ func (s *Store) Repair(ctx context.Context) (bool, error) {
 		s.setProblem(fmt.Sprintf("progress topic %s is missing on the target; it is created again and the progress held in memory written to it", s.topic))
 		s.log.Error("progress topic was deleted on the target: creating it again and writing the progress held in memory; until then a restart would not know where partitions stand",
 			"topic", s.topic, "partitions", s.parts)
+		if repairPause > 0 {
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-time.After(repairPause):
+			}
+		}
 		spec := s.spec
 		spec.Partitions = s.parts // keys must land where they did
 		if _, err := internaltopic.Create(ctx, s.adm, spec); err != nil {
@@ -95,6 +103,9 @@ func (s *Store) Repair(ctx context.Context) (bool, error) {
 	s.log.Warn("progress topic made again on the target; the progress held in memory is written", "topic", s.topic, "partitions_written", n)
 	return true, nil
 }
+
+// repairPause is zero but in a failpoints build (failpoint.go).
+var repairPause time.Duration
 
 func (s *Store) setProblem(p string) {
 	s.mu.Lock()
