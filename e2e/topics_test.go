@@ -21,7 +21,9 @@ func produceN(t *testing.T, c *testkafka.Cluster, topic string, partitions int32
 	for i := 0; i < n; i++ {
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Key: []byte(fmt.Sprintf("%s-%d", tag, i)), Value: []byte(tag)})
 	}
-	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// A topic created a moment ago (or deleted and created again) may be
+	// unknown to its leader for a while: retry until ctx ends.
+	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.UnknownTopicRetries(-1))
 	if err := cl.ProduceSync(ctx(t), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

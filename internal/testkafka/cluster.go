@@ -189,7 +189,9 @@ func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap...))
+	// A topic created a moment ago may be unknown to its leader for a
+	// while on a loaded machine: retried until ctx ends.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap...), kgo.UnknownTopicRetries(-1))
 	if err != nil {
 		t.Fatalf("testkafka: %v", err)
 	}

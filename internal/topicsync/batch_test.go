@@ -51,13 +51,17 @@ func setBatch(t testing.TB, topics, records int) {
 	t.Cleanup(func() { batchTopics, batchRecords = oldT, oldR })
 }
 
-// requestCounter counts the requests a client writes, by API key.
+// requestCounter counts the requests a client has answered, by API key.
 type requestCounter struct {
 	mu sync.Mutex
 	n  map[int16]int
 }
 
-func (c *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+// OnBrokerRead counts a request once its answer is read. kgo calls it
+// before handing the answer to the caller, so a count taken after a call
+// returns includes it; OnBrokerWrite runs on the writing goroutine and
+// may come after the answer (a Sync's count came up one short under load).
+func (c *requestCounter) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	if err == nil {
 		c.mu.Lock()
 		c.n[key]++
