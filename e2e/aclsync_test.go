@@ -38,7 +38,8 @@ func topicACLs(t *testing.T, c *testkafka.Cluster, topic string) []string {
 
 // TestTopicACLSync gives a source topic ACLs while kmirror runs, on
 // clusters with an authorizer: the remote topic gets alice's READ and
-// mallory's DENY, never bob's WRITE, so bob cannot write the remote topic.
+// mallory's DENY, never bob's WRITE, so bob cannot write the remote topic;
+// carol's READ, granted later, is synced without bob's WRITE.
 // The clusters are the shared secure pair, so alice, bob and mallory are
 // principals of this test's own (named by testkafka.Topic); bob is a
 // SCRAM user on both clusters.
@@ -100,8 +101,24 @@ func TestTopicACLSync(t *testing.T) {
 	if err := bob(b, remote); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Errorf("bob writing the remote topic: got %v, want %v", err, kerr.TopicAuthorizationFailed)
 	}
-	time.Sleep(2500 * time.Millisecond) // one more interval: nothing more appears
-	if got = topicACLs(t, b, remote); !slices.Equal(got, want) {
+	// A later sync still leaves bob's WRITE out: carol's READ, granted
+	// now, arrives alone (every sync that sees it also sees bob's WRITE).
+	carol := "User:" + testkafka.Topic(t, "carol")
+	rs, err := adm.CreateACLs(ctx(t), kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Allow(carol).
+		ResourcePatternType(kadm.ACLPatternLiteral))
+	if err == nil {
+		err = rs[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "ALLOW "+carol+" READ")
+	slices.Sort(want)
+	waitFor(t, 15*time.Second, "carol's READ alone to join the remote ACLs "+remote, func() bool {
+		got = topicACLs(t, b, remote)
+		return slices.Contains(got, "ALLOW "+carol+" READ")
+	})
+	if !slices.Equal(got, want) {
 		t.Errorf("remote ACLs %q, want %q", got, want)
 	}
 	p.stop()
