@@ -38,16 +38,22 @@ func topicACLs(t *testing.T, c *testkafka.Cluster, topic string) []string {
 
 // TestTopicACLSync gives a source topic ACLs while kmirror runs, on
 // clusters with an authorizer: the remote topic gets alice's READ and
-// mallory's DENY, never bob's WRITE, so bob cannot write the remote topic.
+// mallory's DENY, never bob's WRITE, so bob cannot write the remote topic;
+// carol's READ, granted later, is synced without bob's WRITE.
+// The clusters are the shared secure pair, so alice, bob and mallory are
+// principals of this test's own (named by testkafka.Topic); bob is a
+// SCRAM user on both clusters.
 func TestTopicACLSync(t *testing.T) {
 	t.Parallel()
-	cs := testkafka.Start(t, testkafka.Options{Clusters: 2, Nodes: 1, Secure: true})
+	cs := testkafka.SharedSecure(t)
 	a, b := cs[0], cs[1]
 	topic := testkafka.Topic(t, "aclsync")
 	a.CreateTopic(t, topic, 1, nil)
+	alice, bobName, mallory := "User:"+testkafka.Topic(t, "alice"), testkafka.Topic(t, "bob"), "User:"+testkafka.Topic(t, "mallory")
+	bobPw := map[*testkafka.Cluster]string{a: a.AddUser(t, bobName), b: b.AddUser(t, bobName)}
 
 	// kmirror uses the PLAINTEXT listeners, where it is a super user.
-	src, dst := "A", "B"
+	src, dst := alias(t, "A"), alias(t, "B")
 	cfg := writeFile(t, "mm2.properties", mm2Config(src, dst, a, b,
 		src+"->"+dst+".topics = "+topic,
 		"sync.topic.acls.interval.seconds = 2"))
@@ -57,9 +63,9 @@ func TestTopicACLSync(t *testing.T) {
 
 	adm := a.Admin(t)
 	for _, acl := range []*kadm.ACLBuilder{
-		kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Allow("User:alice"),
-		kadm.NewACLs().Topics(topic).Operations(kadm.OpWrite).Allow("User:bob"),
-		kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Deny("User:mallory"),
+		kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Allow(alice),
+		kadm.NewACLs().Topics(topic).Operations(kadm.OpWrite).Allow("User:" + bobName),
+		kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Deny(mallory),
 	} {
 		rs, err := adm.CreateACLs(ctx(t), acl.ResourcePatternType(kadm.ACLPatternLiteral))
 		if err == nil {
@@ -69,7 +75,7 @@ func TestTopicACLSync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := []string{"ALLOW User:alice READ", "DENY User:mallory READ"}
+	want := []string{"ALLOW " + alice + " READ", "DENY " + mallory + " READ"}
 	var got []string
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -83,7 +89,7 @@ func TestTopicACLSync(t *testing.T) {
 
 	// bob may write the source topic, not its remote topic.
 	bob := func(c *testkafka.Cluster, topic string) error {
-		cl := c.Client(t, append(c.SASL(t, "SCRAM-SHA-512", "bob", c.Users["bob"]),
+		cl := c.Client(t, append(c.SASL(t, "SCRAM-SHA-512", bobName, bobPw[c]),
 			kgo.RecordDeliveryTimeout(10*time.Second))...)
 		ctx, cancel := context.WithTimeout(ctx(t), 15*time.Second)
 		defer cancel()
@@ -95,8 +101,24 @@ func TestTopicACLSync(t *testing.T) {
 	if err := bob(b, remote); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Errorf("bob writing the remote topic: got %v, want %v", err, kerr.TopicAuthorizationFailed)
 	}
-	time.Sleep(2500 * time.Millisecond) // one more interval: nothing more appears
-	if got = topicACLs(t, b, remote); !slices.Equal(got, want) {
+	// A later sync still leaves bob's WRITE out: carol's READ, granted
+	// now, arrives alone (every sync that sees it also sees bob's WRITE).
+	carol := "User:" + testkafka.Topic(t, "carol")
+	rs, err := adm.CreateACLs(ctx(t), kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Allow(carol).
+		ResourcePatternType(kadm.ACLPatternLiteral))
+	if err == nil {
+		err = rs[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "ALLOW "+carol+" READ")
+	slices.Sort(want)
+	waitFor(t, 15*time.Second, "carol's READ alone to join the remote ACLs "+remote, func() bool {
+		got = topicACLs(t, b, remote)
+		return slices.Contains(got, "ALLOW "+carol+" READ")
+	})
+	if !slices.Equal(got, want) {
 		t.Errorf("remote ACLs %q, want %q", got, want)
 	}
 	p.stop()

@@ -85,7 +85,7 @@ func TestConnectREST(t *testing.T) {
 	expect("PUT", port1, "/connectors/mm2-sh-to-sz/pause", "", 202)
 	waitFor(t, 20*time.Second, "PAUSED", func() bool { return state(port1, "mm2-sh-to-sz") == "PAUSED" })
 	produce(10, "paused")
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // time for a copy that must not happen: nothing to wait for
 	if n := countOrZero(t, sz, remote); n != 20 {
 		t.Fatalf("a paused connector copied: %d records on sz, want 20", n)
 	}
@@ -182,7 +182,7 @@ func TestConnectREST(t *testing.T) {
 	}
 	before := countOrZero(t, sz, remote)
 	produce(5, "deleted")
-	time.Sleep(4 * time.Second)
+	time.Sleep(4 * time.Second) // time for a copy that must not happen: nothing to wait for
 	if n := countOrZero(t, sz, remote); n != before {
 		t.Fatalf("a deleted connector copied: %d records on sz, had %d", n, before)
 	}

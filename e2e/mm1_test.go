@@ -98,7 +98,7 @@ func TestMM1(t *testing.T) {
 	produceN(t, a, one, 3, 30, "restart")
 	p = startMM1(t, tmp, args...)
 	waitFor(t, 60*time.Second, "the records written while mm1 was down", func() bool { return countOrZero(t, b, one) == 630 })
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // time for duplicates that must not come: nothing to wait for
 	p.stop()
 	if n := countAll(t, b, one); n != 630 {
 		t.Errorf("%s holds %d records after the restart, want 630 (no duplicates)", one, n)

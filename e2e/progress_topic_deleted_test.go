@@ -66,6 +66,14 @@ func progressTopicDeleted(t *testing.T, eos bool) {
 		a.Produce(t, rs...)
 	}
 	caughtUp := func() bool { return hasAllKeys(t, b, remote, a.ReadAll(t, topic)) }
+	// copyUnderWay produces n records and waits until some of them are
+	// on the target (read_committed), so a kill that follows hits a copy
+	// that has started, however loaded the machine.
+	copyUnderWay := func(n int) {
+		before := countOrZero(t, b, remote)
+		produce(n)
+		waitFor(t, 60*time.Second, "the copy of the new records to start", func() bool { return countOrZero(t, b, remote) > before })
+	}
 	metric := func(name string) string {
 		_, m := httpGet("http://" + metricsAddr + "/metrics")
 		prefix := fmt.Sprintf("%s{source=%q,target=%q} ", name, src, dst)
@@ -145,8 +153,7 @@ func progressTopicDeleted(t *testing.T, eos bool) {
 
 	// kill -9 and a restart: only what was copied since the last save
 	// is copied again.
-	produce(1500)
-	time.Sleep(300 * time.Millisecond) // mid-copy, not an assertion
+	copyUnderWay(1500) // killed mid-copy (or just after), not an assertion
 	p.kill()
 	produce(1500)
 	p = startKmirror(t, "--metrics-addr", metricsAddr, cfg)
@@ -159,8 +166,7 @@ func progressTopicDeleted(t *testing.T, eos bool) {
 	}
 
 	// Deleted while kmirror is down: positions from the offset syncs.
-	produce(1500)
-	time.Sleep(300 * time.Millisecond)
+	copyUnderWay(1500)
 	p.kill()
 	if _, err := b.Admin(t).DeleteTopics(ctx(t), progressTopic); err != nil {
 		t.Fatal(err)

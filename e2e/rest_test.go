@@ -99,7 +99,20 @@ func restControl(t *testing.T, extra ...string) {
 		t.Fatalf("pause: %d %s", code, out)
 	}
 	produceN(t, a, one, 1, 5, "while-paused")
-	time.Sleep(3 * time.Second)
+	// The paused flow sees the 5 new records (its health check reads the
+	// source's end) and copies none of them.
+	waitFor(t, 30*time.Second, "the paused flow to show a lag of 5", func() bool {
+		_, out := call("GET", "/flows/"+name, "t0ken-42")
+		var st struct {
+			Partitions []struct {
+				Topic string `json:"topic"`
+				State string `json:"state"`
+				Lag   int64  `json:"lag"`
+			} `json:"partitions"`
+		}
+		json.Unmarshal([]byte(out), &st)
+		return len(st.Partitions) == 1 && st.Partitions[0].Topic == one && st.Partitions[0].State == "paused" && st.Partitions[0].Lag == 5
+	})
 	if n := countAll(t, b, remote); n != 10 || flowState() != "paused" {
 		t.Errorf("paused flow: target has %d records (want 10), state %s", n, flowState())
 	}

@@ -8,21 +8,18 @@ import (
 	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
-const oauthModule = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-
 // TestSecureTarget replicates into a cluster that takes only SASL_SSL, with
 // SCRAM-SHA-512, with PLAIN and with OAUTHBEARER (the brokers' unsecured
 // test mode), configured with MM2's property names; the password comes
 // from a file through MM2's FileConfigProvider. A wrong password fails
 // loudly without printing it. Then kmirror mm1 copies the topic with a
-// MirrorMaker 1 producer file that uses a JKS trust store.
+// MirrorMaker 1 producer file that uses a JKS trust store. The secure
+// cluster is one of testkafka.SharedSecure; kmirror logs in as its super
+// user admin, so no ACL is granted.
 func TestSecureTarget(t *testing.T) {
 	t.Parallel()
 	a := testkafka.Shared(t, 1)[0]
-	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true, Config: map[string]string{
-		"listener.name.sasl_ssl.sasl.enabled.mechanisms":      "SCRAM-SHA-512,PLAIN,OAUTHBEARER",
-		"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": oauthModule + ` required unsecuredLoginStringClaim_sub="broker";`,
-	}})[0]
+	sec := testkafka.SharedSecure(t)[0] // SASL_SSL: SCRAM-SHA-512, PLAIN, OAUTHBEARER
 	info := sec.Info()
 	topic := testkafka.Topic(t, "secure")
 	a.CreateTopic(t, topic, 2, nil)
@@ -37,7 +34,7 @@ func TestSecureTarget(t *testing.T) {
 		case "PLAIN":
 			module = "org.apache.kafka.common.security.plain.PlainLoginModule"
 		case "OAUTHBEARER":
-			module, creds = oauthModule, ` unsecuredLoginStringClaim_sub="admin";`
+			module, creds = testkafka.OAuthModule, ` unsecuredLoginStringClaim_sub="admin";`
 		}
 		return strings.Join([]string{
 			"config.providers = file",

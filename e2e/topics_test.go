@@ -194,7 +194,7 @@ func TestActiveActive(t *testing.T) {
 			waitFor(t, 60*time.Second, "remote topics", func() bool {
 				return countOrZero(t, b, x+"."+topic) == 30 && countOrZero(t, a, y+"."+topic) == 20
 			})
-			time.Sleep(5 * time.Second)
+			time.Sleep(5 * time.Second) // a cycle topic would appear by now (refresh every 2 s)
 			p.stop()
 			for name := range topicNames(t, a) {
 				if strings.HasPrefix(name, x+"."+y+".") || strings.HasPrefix(name, y+"."+x+".") {

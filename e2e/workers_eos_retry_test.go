@@ -35,11 +35,15 @@ func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 
 func slotRetry(t *testing.T, extra ...string) {
 	a := testkafka.Shared(t, 1)[0]
-	sec := testkafka.Start(t, testkafka.Options{Clusters: 1, Nodes: 1, Secure: true})[0]
+	// One of the shared secure pair; kmirror logs in as a user of this
+	// (sub)test's own, so its wildcard grants reach no other test.
+	sec := testkafka.SharedSecure(t)[1]
 	info := sec.Info()
+	user := testkafka.Topic(t, "kmirror")
+	password := sec.AddUser(t, user)
 	adm := sec.Admin(t) // PLAINTEXT: a super user
 	grant := func(acl *kadm.ACLBuilder) {
-		rs, err := adm.CreateACLs(ctx(t), acl.ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpAll).Allow("User:alice"))
+		rs, err := adm.CreateACLs(ctx(t), acl.ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpAll).Allow("User:"+user))
 		if err == nil {
 			for _, r := range rs {
 				if r.Err != nil {
@@ -67,7 +71,7 @@ func slotRetry(t *testing.T, extra ...string) {
 		dst + ".bootstrap.servers = " + strings.Join(info.SecureBootstrap, ","),
 		dst + ".security.protocol = SASL_SSL",
 		dst + ".sasl.mechanism = SCRAM-SHA-512",
-		dst + `.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="` + sec.Users["alice"] + `";`,
+		dst + `.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username="` + user + `" password="` + password + `";`,
 		dst + ".ssl.truststore.type = PEM",
 		dst + ".ssl.truststore.location = " + info.CAFile,
 		name + ".enabled = true",

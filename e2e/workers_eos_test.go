@@ -78,7 +78,7 @@ func workersExactlyOnce(t *testing.T, extra ...string) {
 	metrics2 := freeAddr(t)
 	w2, w3 := startKmirror(t, "--metrics-addr", metrics2, cfg), startKmirror(t, cfg)
 	waitFor(t, 60*time.Second, "all three workers to own slots", func() bool { return owns(w2) > 0 && owns(w3) > 0 })
-	time.Sleep(2 * time.Second)
+	waitGrowth(t, 60*time.Second, "records copied by three workers", copied, 1000)
 	t.Logf("three workers: slots taken %d, %d, %d; target holds %d records", slotsOf(w1), slotsOf(w2), slotsOf(w3), copied())
 
 	// SIGKILL one under load.
@@ -88,7 +88,7 @@ func workersExactlyOnce(t *testing.T, extra ...string) {
 	w1.kill()
 	waitFor(t, 60*time.Second, "the others to take worker 1's slots", func() bool { return owns(w2)+owns(w3) > before })
 	// Worker 2 copies, so it has transactions open when it is stopped.
-	time.Sleep(3 * time.Second)
+	waitGrowth(t, 60*time.Second, "records copied by the two left", copied, 1000)
 
 	// SIGSTOP another past its session timeout: the group gives its
 	// slots to worker 3, whose producers fence it. Then it resumes, with a
@@ -98,7 +98,7 @@ func workersExactlyOnce(t *testing.T, extra ...string) {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "worker 3 to take the stopped worker's slots", func() bool { return owns(w3) > before })
-	time.Sleep(2 * time.Second)
+	waitGrowth(t, 60*time.Second, "records copied while worker 2 is stopped", copied, 1000)
 	if err := w2.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +126,11 @@ func workersExactlyOnce(t *testing.T, extra ...string) {
 		}
 		return false
 	})
-	time.Sleep(3 * time.Second)
+	waitGrowth(t, 60*time.Second, "records copied after the fencing", copied, 1000)
 
 	// 3 -> 1: the resumed worker leaves, worker 3 copies the rest alone.
 	w2.stop()
-	time.Sleep(2 * time.Second)
+	waitGrowth(t, 60*time.Second, "records copied by worker 3 alone", copied, 1000)
 	stopProducing()
 	want := a.ReadAll(t, topic)
 	waitFor(t, 90*time.Second, "worker 3 to copy everything", func() bool { return hasAllKeys(t, b, remote, want) })

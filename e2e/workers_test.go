@@ -51,12 +51,14 @@ func workersTakeOver(t *testing.T, extra ...string) {
 	waitFor(t, 60*time.Second, "both workers to own partitions", func() bool { return owns(w1) > 0 && owns(w2) > 0 })
 	waitFor(t, 60*time.Second, "records on the target", func() bool { return countOrZero(t, b, remote) > 2000 })
 	t.Logf("worker 1 was assigned %d partitions, worker 2 %d", owns(w1), owns(w2))
-	// Progress is saved every second: let worker 1 save some before it dies.
+	// Progress is saved every second: let worker 1 save some before it
+	// dies. Time passing is the point (saves are on a timer), not a wait
+	// for something the test can see.
 	time.Sleep(2500 * time.Millisecond)
 	before := owns(w2)
 	logAtKill := len(strings.Split(w2.log.String(), "\n")) - 1
 	w1.kill()
-	time.Sleep(3 * time.Second)
+	waitGrowth(t, 60*time.Second, "records copied after worker 1 was killed", func() int { return countOrZero(t, b, remote) }, 1000)
 	stopProducing()
 
 	want := a.ReadAll(t, topic)

@@ -126,8 +126,10 @@ func TestBrokersFailover(t *testing.T) {
 	for _, mode := range []string{"exact", "mm2"} {
 		t.Run(mode, func(t *testing.T) {
 			f := testFlow(a.Bootstrap, b.Bootstrap, mode)
-			// A source alias per mode keeps their topics on B apart.
-			f.Source = map[string]string{"exact": "A", "mm2": "M"}[mode]
+			// A source alias per mode and run keeps their topics on B
+			// (remote, offset syncs, checkpoints) apart from other runs'
+			// on the same clusters.
+			f.Source = testkafka.Topic(t, "src")
 			f.Topics = []string{topic}
 			f.Groups = []string{topic + "-.*"}
 			f.SyncGroupOffsetsEnabled = false

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/kmirror/kmirror/internal/config"
@@ -90,54 +91,61 @@ func TestStopBounded(t *testing.T) {
 		{"both never stop", []string{"A->B", "C->D"}, "A->B, C->D"},
 	}
 	for _, tt := range tests {
+		// In a synctest bubble the stop timeout passes on the fake clock
+		// at once, and Run's time to return is exact. Status that blocks
+		// on a lock would hang the bubble (mutexes are not durably
+		// blocking) until the test binary's timeout instead of failing
+		// statusWithin after a second.
 		t.Run(tt.name, func(t *testing.T) {
-			release := make(chan struct{})
-			defer close(release)
-			stuck := make(map[string]bool)
-			for _, n := range tt.stuck {
-				stuck[n] = true
-			}
-			path := writeConfig(t, twoFlows("a:9092"))
-			cfg, err := Load(path, nil, quiet)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := New(path, cfg, nil, metrics.New(), quiet)
-			r.runFlow = fakeRun(stuck, release)
-			const timeout = 2 * time.Second
-			r.SetStopTimeout(timeout)
-			ctx, cancel := context.WithCancel(context.Background())
-			runErr := make(chan error, 1)
-			go func() { runErr <- r.Run(ctx) }()
-			testwait.For(t, time.Minute, "two flows", func() bool { return len(statusWithin(t, r)) == 2 })
-			start := time.Now()
-			cancel()
-			if len(tt.stuck) > 0 {
-				testwait.For(t, time.Minute, "a stuck flow to show as stopping", func() bool {
-					st, ok := stateOf(statusWithin(t, r), tt.stuck[0])
-					return ok && st.State == "stopping"
-				})
-				if err := r.Reload(); !errors.Is(err, ErrNotRunning) {
-					t.Errorf("Reload while stopping = %v, want ErrNotRunning", err)
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan struct{})
+				defer close(release)
+				stuck := make(map[string]bool)
+				for _, n := range tt.stuck {
+					stuck[n] = true
 				}
-			}
-			var got error
-			select {
-			case got = <-runErr:
-			case <-time.After(timeout + 5*time.Second):
-				t.Fatalf("Run did not return within %v of its context ending", timeout+5*time.Second)
-			}
-			took := time.Since(start)
-			switch {
-			case tt.wantErr == "" && got != nil:
-				t.Errorf("Run = %v, want nil", got)
-			case tt.wantErr != "" && (!errors.Is(got, ErrStopTimeout) || !strings.Contains(got.Error(), tt.wantErr)):
-				t.Errorf("Run = %v, want ErrStopTimeout naming %s", got, tt.wantErr)
-			case tt.wantErr != "" && took < timeout:
-				t.Errorf("Run returned after %v, before the stop timeout %v", took, timeout)
-			case tt.wantErr == "" && took >= timeout:
-				t.Errorf("Run took %v for flows that stop at once", took)
-			}
+				path := writeConfig(t, twoFlows("a:9092"))
+				cfg, err := Load(path, nil, quiet)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := New(path, cfg, nil, metrics.New(), quiet)
+				r.runFlow = fakeRun(stuck, release)
+				const timeout = 2 * time.Second
+				r.SetStopTimeout(timeout)
+				ctx, cancel := context.WithCancel(context.Background())
+				runErr := make(chan error, 1)
+				go func() { runErr <- r.Run(ctx) }()
+				testwait.For(t, time.Minute, "two flows", func() bool { return len(statusWithin(t, r)) == 2 })
+				start := time.Now()
+				cancel()
+				if len(tt.stuck) > 0 {
+					testwait.For(t, time.Minute, "a stuck flow to show as stopping", func() bool {
+						st, ok := stateOf(statusWithin(t, r), tt.stuck[0])
+						return ok && st.State == "stopping"
+					})
+					if err := r.Reload(); !errors.Is(err, ErrNotRunning) {
+						t.Errorf("Reload while stopping = %v, want ErrNotRunning", err)
+					}
+				}
+				var got error
+				select {
+				case got = <-runErr:
+				case <-time.After(timeout + 5*time.Second):
+					t.Fatalf("Run did not return within %v of its context ending", timeout+5*time.Second)
+				}
+				took := time.Since(start)
+				switch {
+				case tt.wantErr == "" && got != nil:
+					t.Errorf("Run = %v, want nil", got)
+				case tt.wantErr != "" && (!errors.Is(got, ErrStopTimeout) || !strings.Contains(got.Error(), tt.wantErr)):
+					t.Errorf("Run = %v, want ErrStopTimeout naming %s", got, tt.wantErr)
+				case tt.wantErr != "" && took != timeout:
+					t.Errorf("Run returned after %v, want exactly the stop timeout %v", took, timeout)
+				case tt.wantErr == "" && took != 0:
+					t.Errorf("Run took %v for flows that stop at once, want no time", took)
+				}
+			})
 		})
 	}
 }

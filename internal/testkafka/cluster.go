@@ -355,3 +355,46 @@ func Kcat(t testing.TB, args ...string) []byte {
 func (c *Cluster) String() string {
 	return fmt.Sprintf("%s(%s)", c.Name, strings.Join(c.Bootstrap, ","))
 }
+
+// AddUser creates the SCRAM-SHA-512 user name with a random password on a
+// secure cluster and returns the password once the SASL_SSL listener
+// accepts it. Tests on shared secure clusters name their users with Topic
+// (unique per test) and grant ACLs only to them (principal "User:"+name),
+// so that parallel tests cannot see each other's grants. PLAIN knows only
+// the built-in users.
+func (c *Cluster) AddUser(t testing.TB, name string) (password string) {
+	t.Helper()
+	if !c.Secure() {
+		t.Fatalf("testkafka: cluster %s is not secure", c.Name)
+	}
+	password = randomHex(16)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rs, err := c.Admin(t).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{
+		User: name, Mechanism: kadm.ScramSha512, Iterations: 4096, Password: password,
+	}})
+	if err == nil {
+		err = rs.Error()
+	}
+	if err != nil {
+		t.Fatalf("testkafka: add user %s on cluster %s: %v", name, c.Name, err)
+	}
+	cl, err := kgo.NewClient(c.SASL(t, "SCRAM-SHA-512", name, password)...)
+	if err != nil {
+		t.Fatalf("testkafka: %v", err)
+	}
+	defer cl.Close()
+	for {
+		err := cl.Ping(ctx)
+		if err == nil {
+			return password
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("testkafka: user %s on cluster %s cannot log in a minute after it was made: %v", name, c.Name, err)
+		}
+		select { // the credentials are still on their way to the broker
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

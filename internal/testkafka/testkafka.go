@@ -2,8 +2,10 @@
 // clusters on 127.0.0.1, started from the Maven-resolved Kafka jars by
 // internal/kafkalocal.
 //
-// Tests share single-node clusters through Shared, or start their own with
-// Start when they need several nodes, security, or to stop nodes. Every
+// Tests share single-node clusters through Shared, and a pair of secure
+// ones (SASL_SSL, ACLs) through SharedSecure, or start their own with Start
+// when they need several nodes, a special broker configuration, or to stop
+// nodes. Every
 // package that uses it has
 //
 //	func TestMain(m *testing.M) { testkafka.Main(m) }
@@ -66,8 +68,8 @@ var shared struct {
 	err      error
 }
 
-// Main runs the tests, then stops the shared clusters this test binary
-// started, and exits. Call it from TestMain.
+// Main runs the tests, then stops the shared clusters (plain and secure)
+// this test binary started, and exits. Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
 	shared.mu.Lock()
@@ -127,6 +129,62 @@ func Shared(t testing.TB, n int) []*Cluster {
 		}
 	}
 	return shared.clusters[:n]
+}
+
+// OAuthModule is the JAAS login module of SASL/OAUTHBEARER; the brokers of
+// SharedSecure accept its unsecured test mode (unsecuredLoginStringClaim_sub
+// names the principal, no token is checked).
+const OAuthModule = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+var sharedSecure struct {
+	mu       sync.Mutex
+	clusters []*Cluster
+	err      error
+}
+
+// SharedSecure returns two secure single-node clusters (Options.Secure:
+// SASL_SSL with SCRAM-SHA-512, PLAIN and OAUTHBEARER in its unsecured test
+// mode, TLS from the run's CA, the StandardAuthorizer with
+// allow.everyone.if.no.acl.found=false) shared by all tests of the test
+// binary. They are started on first use, also when $KMIRROR_TEST_CLUSTERS
+// is set, and stopped by Main; their nodes cannot be stopped.
+//
+// Tests on them use unique topic and group names (Topic) and, to grant
+// ACLs, principals of their own (AddUser), never the built-in alice and
+// bob, so that parallel tests never see each other's grants. The super
+// user admin may be used as is.
+func SharedSecure(t testing.TB) []*Cluster {
+	t.Helper()
+	skipIfDisabled(t)
+	sharedSecure.mu.Lock()
+	defer sharedSecure.mu.Unlock()
+	if sharedSecure.err != nil {
+		t.Fatalf("testkafka: shared secure clusters failed to start earlier: %v", sharedSecure.err)
+	}
+	if sharedSecure.clusters != nil {
+		return sharedSecure.clusters
+	}
+	dir, err := runDir("shared-secure")
+	if err == nil {
+		shared.mu.Lock()
+		shared.dirs = append(shared.dirs, dir) // stopped by Main, even after a failed start
+		shared.mu.Unlock()
+		var run *kafkalocal.Run
+		run, err = up(t, kafkalocal.Options{Clusters: 2, Nodes: 1, Secure: true, Dir: dir, Config: map[string]string{
+			"listener.name.sasl_ssl.sasl.enabled.mechanisms":      "SCRAM-SHA-512,PLAIN,OAUTHBEARER",
+			"listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": OAuthModule + ` required unsecuredLoginStringClaim_sub="broker";`,
+		}})
+		if err == nil {
+			for _, c := range run.Clusters {
+				sharedSecure.clusters = append(sharedSecure.clusters, newCluster(run, c, true))
+			}
+		}
+	}
+	if err != nil {
+		sharedSecure.err = err
+		t.Fatalf("testkafka: start shared secure clusters: %v", err)
+	}
+	return sharedSecure.clusters
 }
 
 func startShared(t testing.TB, names []string) (*kafkalocal.Run, error) {
