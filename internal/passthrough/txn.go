@@ -547,6 +547,11 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 	}
 	fctx, fcancel := finishing(ctx, commitGrace)
 	defer fcancel()
+	// From the progress written in the transaction until it is Saved, a
+	// repair of the progress topic must not rewrite the older progress
+	// held in memory over it.
+	done := pl.cfg.Progress.Writing()
+	defer done()
 	if err := pl.writeProgress(fctx, t, pid, epoch, recs); err != nil {
 		return pl.commitFailed(t, fmt.Errorf("exactly-once: writing progress in the transaction: %w", err), false)
 	}

@@ -50,9 +50,10 @@ type Store struct {
 	onMissing   func(bool)
 	onRecreated func()
 	repairMu    sync.Mutex // one Repair at a time
-	// writeMu: Save writes under its read lock, Repair rewrites under
-	// its write lock, so a rewrite of what is in memory never lands
-	// after (and over) a newer save, nor misses one that is under way.
+	// writeMu: Save and transactional writers (Writing) write under its
+	// read lock, Repair rewrites under its write lock, so a rewrite of
+	// what is in memory never lands after (and over) a newer save, nor
+	// misses one that is under way.
 	writeMu sync.RWMutex
 	id      [16]byte // of the offsets topic, under repairMu
 
@@ -293,6 +294,15 @@ func (s *Store) SaveAndSync(ctx context.Context, offsets map[TP]int64, syncs *of
 		return syncs.Flush(ctx)
 	}
 	return nil
+}
+
+// Writing is for callers that write progress records themselves (Record,
+// inside a transaction): it holds off Repair's rewrite of the progress in
+// memory until done is called, after Saved. Without it a rewrite could
+// land after a committed transaction's newer progress, and over it.
+func (s *Store) Writing() (done func()) {
+	s.writeMu.RLock()
+	return s.writeMu.RUnlock
 }
 
 // Record returns the progress record for tp at offset off, for callers that

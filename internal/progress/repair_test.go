@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -104,5 +105,71 @@ func TestRepairDeletedTopic(t *testing.T) {
 				t.Errorf("topic ID after the repair: %q %v, want abc", id, ok)
 			}
 		})
+	}
+}
+
+// TestRepairWaitsForWriting: a transactional writer's progress written
+// between the topic's re-creation and its Saved (Writing held) is not
+// overwritten by the repair's rewrite of the older progress in memory.
+func TestRepairWaitsForWriting(t *testing.T) {
+	ctx := context.Background()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	connect := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	cl, err := kgo.NewClient(append(connect, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.UnknownTopicRetries(1))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const topic = "mm2-offsets.A.internal"
+	s, err := Open(ctx, adm, connect, cl, Options{Topic: topic, Source: "A", Partitions: 5, ReplicationFactor: 1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := TP{"t", 0}
+	if err := s.Save(ctx, map[TP]int64{tp: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	// A writer holds Writing; the topic is made again (by the repair's
+	// first step, here by hand) and the writer's newer progress lands.
+	done := s.Writing()
+	if _, err := adm.CreateTopic(ctx, 5, 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic); err != nil {
+		t.Fatal(err)
+	}
+	repaired := make(chan error, 1)
+	go func() { _, err := s.Repair(ctx); repaired <- err }()
+	// The writer's producer is its own (it was told to forget the topic).
+	wcl, err := kgo.NewClient(append(connect, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wcl.Close)
+	if err := wcl.ProduceSync(ctx, s.Record(tp, 25)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-repaired:
+		t.Fatalf("Repair returned (%v) while a writer held Writing", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	s.Saved(map[TP]int64{tp: 25})
+	done()
+	if err := <-repaired; err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(ctx, connect, topic, "A", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[tp] != 25 {
+		t.Fatalf("progress of %s after the repair: %d, want the writer's 25 (the rewrite put the older progress over it)", tp, got[tp])
 	}
 }
