@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -354,5 +355,31 @@ func checkReportFiles(t *testing.T, dir string) {
 	}
 	if text, _ := os.ReadFile(txt[0]); !bytes.Contains(text, []byte("2 committed, 1 refused")) {
 		t.Errorf("report %s:\n%s", txt[0], text)
+	}
+}
+
+// TestLegacyCutover is TestCutover from the old Kafka versions of the
+// compatibility matrix (make test-compat, KMIRROR_COMPAT_SOURCES; from
+// 2.8 on, e.g. 2.8.2 on ZooKeeper) into the current Kafka: a migration
+// from a self-run old cluster to a new one. It starts a cluster of its own
+// per version, so make test skips it.
+func TestLegacyCutover(t *testing.T) {
+	t.Parallel()
+	if os.Getenv(envLegacySources) == "" {
+		t.Skipf("%s is not set: the compatibility matrix (make test-compat) runs this test", envLegacySources)
+	}
+	for _, sv := range legacyVersions(envLegacySources, "") {
+		var major, minor int
+		if _, err := fmt.Sscanf(sv, "%d.%d", &major, &minor); err != nil {
+			t.Fatalf("%s: version %q: %v", envLegacySources, sv, err)
+		}
+		if major < 2 || major == 2 && minor < 8 {
+			continue // migrations are tested from 2.8 on
+		}
+		t.Run(sv+"->"+testkafka.KafkaVersion(), func(t *testing.T) {
+			t.Parallel()
+			a := testkafka.Start(t, testkafka.Options{Version: sv})[0]
+			cutoverCase(t, a, testkafka.Shared(t, 1)[0])
+		})
 	}
 }
