@@ -81,6 +81,13 @@ type (
 			Verified   string   `json:"verified"`
 			Ready      bool     `json:"ready"`
 			Reasons    []string `json:"not_ready_because"`
+			Partitions []struct {
+				Partition int32 `json:"partition"`
+				Verify    *struct {
+					Source  int `json:"source_records"`
+					Matched int `json:"matched"`
+				} `json:"verify"`
+			} `json:"partitions"`
 		} `json:"topics"`
 		Groups []struct {
 			Group         string   `json:"group"`
@@ -218,9 +225,16 @@ func cutoverCase(t *testing.T, a, b *testkafka.Cluster) {
 		out, _, code := cutoverRun(t, "status", cfg, flow, only, idle, "--window=1s", "--verify=all")
 		return code == 0 && strings.Contains(out, "READY")
 	})
-	cutoverJSON(t, &st, 3, "status", cfg, flow, only, "--window=1s")
+	cutoverJSON(t, &st, 3, "status", cfg, flow, only, "--window=1s", "--verify=50")
 	if len(st.Topics) != 1 || !st.Topics[0].Ready || st.Topics[0].LagRecords != 0 || st.Topics[0].Verified != "ok" {
 		t.Errorf("status topics: %+v", st.Topics)
+	}
+	for _, ps := range st.Topics[0].Partitions {
+		// The last 50 offsets: 50 records on the plain partition 0,
+		// fewer on partition 1 (transaction markers, aborted records).
+		if v := ps.Verify; v == nil || v.Matched != v.Source || v.Source > 50 || v.Source < 40 || ps.Partition == 0 && v.Source != 50 {
+			t.Errorf("status: partition %d: verify of the last 50 offsets: %+v", ps.Partition, v)
+		}
 	}
 	for _, sg := range st.Groups {
 		if sg.Ready == (sg.Group == g("active")) || sg.CheckpointAge == nil {

@@ -51,7 +51,7 @@ func cutoverCmd(args []string, stdout, stderr io.Writer) int {
 	output := fs.String("output", "text", "text or json")
 	timeout := fs.Duration("timeout", 2*time.Minute, "time limit for the whole command")
 	window := fs.Duration("window", 5*time.Second, "status: watch the source's log ends this long for producers still writing (0: don't)")
-	verifyN := fs.String("verify", "1000", "status: compare the last N copied records of each partition, all, or none")
+	verifyN := fs.String("verify", "1000", "status: compare record by record the copied records among the last N offsets of each partition, all, or none")
 	dryRun := fs.Bool("dry-run", false, "switch: check and print what would be committed; commit nothing")
 	allowRewind := fs.Bool("allow-rewind", false, "switch: also move offsets on the target backwards")
 	reportDir := fs.String("report-dir", "", "also write the report as cutover-SUB-TIME.json and .txt into this folder")

@@ -34,8 +34,8 @@ type Options struct {
 	// Window is how long Status watches the source's log-end offsets for
 	// producers still writing (0: not watched).
 	Window time.Duration
-	// VerifyTail is how many of the last copied records of each partition
-	// Status compares record by record: 0 all, < 0 none.
+	// VerifyTail is how many of the last copied offsets of each partition
+	// Status compares record by record (verify.Flow): 0 all, < 0 none.
 	VerifyTail int64
 	// AllowRewind lets Switch move a group's offset on the target
 	// backwards (see offsetplan.Planner.Apply).

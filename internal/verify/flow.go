@@ -19,9 +19,9 @@ import (
 
 // Flow compares every partition of fc with saved progress (source topics
 // matching only, nil for all): the source records up to the saved progress
-// with the remote partition. With tail > 0 only the last tail source
-// records up to the saved progress are compared, against the end of the
-// remote partition (target records before them count as Older).
+// with the remote partition. With tail > 0 only the source records among
+// the last tail offsets up to the saved progress are compared, against the
+// end of the remote partition (target records before them count as Older).
 func Flow(ctx context.Context, fc *config.Flow, only *regexp.Regexp, tail int64) ([]Result, error) {
 	src, err := clients.Build(clients.ID(fc.Name(), "verify-source-consumer"), clients.Consumer, fc.SourceConsumer)
 	if err != nil {
