@@ -359,7 +359,11 @@ func printSwitch(w io.Writer, r *cutover.SwitchReport) {
 	if r.DryRun {
 		what = "switch --dry-run (nothing committed)"
 	}
-	fmt.Fprintf(w, "cutover %s %s at %s: %d committed, %d refused, %d failed\n", what, r.Flow, r.Time.Format(time.RFC3339), len(r.Committed), len(r.Refused), len(r.Failed))
+	done := "committed"
+	if r.DryRun {
+		done = "to commit"
+	}
+	fmt.Fprintf(w, "cutover %s %s at %s: %d %s, %d refused, %d failed\n", what, r.Flow, r.Time.Format(time.RFC3339), len(r.Committed), done, len(r.Refused), len(r.Failed))
 	for _, g := range r.Groups {
 		fmt.Fprintf(w, "\ngroup %s: %s", g.Group, g.Action)
 		if g.Reason != "" {

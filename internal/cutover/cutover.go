@@ -96,6 +96,7 @@ func syncer(f *config.Flow, c *conns) *topicsync.Syncer {
 const (
 	ReasonInternal = "internal topic"
 	ReasonCycle    = "came from the target (copying it back would loop)"
+	ReasonBeats    = "heartbeats topic (heartbeats.replication.enabled = false)"
 	ReasonFilter   = "not selected by the flow's topics / topics.exclude"
 	ReasonTopics   = "not matched by --topics"
 	ReasonGroups   = "not selected by the flow's groups / groups.exclude"
@@ -115,6 +116,8 @@ func excludeReason(s *topicsync.Syncer, only *regexp.Regexp, t string) string {
 		return ReasonInternal
 	case policy.IsCycle(s.Policy, t, s.TargetAlias):
 		return ReasonCycle
+	case s.Policy.IsHeartbeatsTopic(t) && !s.HeartbeatsReplication:
+		return ReasonBeats
 	}
 	return ReasonFilter
 }

@@ -35,7 +35,7 @@ func flow(t *testing.T, a, b string, from, to string, extra ...string) (*config.
 }
 
 func TestExcludeReason(t *testing.T) {
-	_, f := flow(t, "127.0.0.1:1", "127.0.0.1:1", "A", "B", "A->B.topics = orders.*, B\\..*", "A->B.topics.exclude = orders-test")
+	_, f := flow(t, "127.0.0.1:1", "127.0.0.1:1", "A", "B", "A->B.topics = orders.*, B\\..*", "A->B.topics.exclude = orders-test", "heartbeats.replication.enabled = false")
 	sy := syncer(f, &conns{})
 	for _, c := range []struct {
 		topic string
@@ -52,6 +52,8 @@ func TestExcludeReason(t *testing.T) {
 		{"mm2-offset-syncs.B.internal", "", ReasonInternal},
 		{"B.checkpoints.internal", "", ReasonInternal},
 		{"B.orders", "", ReasonCycle}, // selected by the filter, but came from B
+		{"heartbeats", "", ReasonBeats},
+		{"C.heartbeats", "", ReasonBeats},
 	} {
 		var only *regexp.Regexp
 		if c.only != "" {
