@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/mirrorclient"
 )
 
 // cutoverRun runs "kmirror cutover ARGS..." and returns its stdout, its
@@ -395,5 +396,57 @@ func TestLegacyCutover(t *testing.T) {
 			a := testkafka.Start(t, testkafka.Options{Version: sv})[0]
 			cutoverCase(t, a, testkafka.Shared(t, 1)[0])
 		})
+	}
+}
+
+// TestCutoverSourceDown is an unplanned failover: A is gone (the file's
+// address for it answers nothing), so "switch --source-down" takes the
+// groups with checkpoints on B and commits their checkpointed offsets;
+// without --source-down the command says what to do. A consumer on B
+// resumes at the next record.
+func TestCutoverSourceDown(t *testing.T) {
+	t.Parallel()
+	cs := testkafka.Shared(t, 2)
+	a, b := cs[0], cs[1]
+	topic := testkafka.Topic(t, "cutoverdown")
+	a.CreateTopic(t, topic, 2, nil)
+	produceFailoverWorkload(t, a, topic, 120, 20, 6, 2)
+	up := a.ReadAll(t, topic)
+	group := topic + "-g"
+	commit := map[int32]int64{0: 45, 1: 27}
+	commitOnA(t, a, group, topic, commit)
+
+	src, dst := alias(t, "a"), alias(t, "b")
+	remote := src + "." + topic
+	extra := []string{src + "->" + dst + ".topics = " + topic, "groups = " + topic + "-.*", "emit.checkpoints.interval.seconds = 1", "refresh.groups.interval.seconds = 1"}
+	body := mm2Config(src, dst, a, b, extra...)
+	k := startKmirror(t, writeFile(t, "mm2.properties", body))
+	mc, err := mirrorclient.New(mirrorclient.WithSeedBrokers(b.Bootstrap...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	waitFor(t, 60*time.Second, "checkpoints of "+group, func() bool {
+		cps, err := mc.RemoteCheckpoints(ctx(t), group, src, 10*time.Second)
+		return err == nil && len(cps) == 2 && cps[mirrorclient.TopicPartition{Topic: remote, Partition: 0}].UpstreamOffset == commit[0]
+	})
+	k.stop()
+
+	// A is gone: the same file with A's address answering nothing.
+	cfg := writeFile(t, "down.properties", strings.Replace(body,
+		src+".bootstrap.servers = "+strings.Join(a.Bootstrap, ","), src+".bootstrap.servers = 127.0.0.1:1", 1))
+	flow := "--flow=" + src + "->" + dst
+	if out, errs, code := cutoverRun(t, "switch", cfg, flow); code != 1 || !strings.Contains(errs, "--source-down") {
+		t.Errorf("switch with %s down: exit %d, want 1 and a hint at --source-down\n%s\n%s", src, code, out, errs)
+	}
+	var sw cutoverSwitchJSON
+	cutoverJSON(t, &sw, 0, "switch", cfg, flow, "--source-down")
+	if !slices.Equal(sw.Committed, []string{group}) || len(sw.Groups) != 1 || sw.Groups[0].Offsets.Source != "checkpoints" {
+		t.Fatalf("switch --source-down: %+v", sw)
+	}
+	read := readGroupFrom(t, b, group, remote, b.ReadAll(t, remote))
+	sameAsUpstream(t, up, read)
+	if missed, reread := resumeCount(up, read, commit); missed != 0 || reread != 0 {
+		t.Errorf("group %s on %s: %d records missed, %d read twice", group, dst, missed, reread)
 	}
 }

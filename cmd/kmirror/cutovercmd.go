@@ -30,7 +30,7 @@ const (
 
 const cutoverUsageText = `usage: kmirror cutover plan|status|switch FILE --flow A->B [--groups REGEX] [--topics REGEX]
        [--output text|json] [--timeout 2m] [--window 5s] [--verify N|all|none]
-       [--dry-run] [--allow-rewind] [--report-dir DIR]
+       [--dry-run] [--allow-rewind] [--source-down] [--report-dir DIR]
 exit: 0 ok/ready/done, 1 error, 2 usage, 3 not ready or a group refused
 `
 
@@ -53,6 +53,7 @@ func cutoverCmd(args []string, stdout, stderr io.Writer) int {
 	window := fs.Duration("window", 5*time.Second, "status: watch the source's log ends this long for producers still writing (0: don't)")
 	verifyN := fs.String("verify", "1000", "status: compare record by record the copied records among the last N offsets of each partition, all, or none")
 	dryRun := fs.Bool("dry-run", false, "switch: check and print what would be committed; commit nothing")
+	sourceDown := fs.Bool("source-down", false, "unplanned failover: do not ask the source; the groups with checkpoints on the target, switched from their checkpoints")
 	allowRewind := fs.Bool("allow-rewind", false, "switch: also move offsets on the target backwards")
 	reportDir := fs.String("report-dir", "", "also write the report as cutover-SUB-TIME.json and .txt into this folder")
 	// The file may come before, between or after the flags.
@@ -89,7 +90,7 @@ func cutoverCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kmirror cutover: --dry-run and --allow-rewind are for switch")
 		return cutoverUsage
 	}
-	o := &cutover.Options{Window: *window, VerifyTail: tail, AllowRewind: *allowRewind, Timeout: *timeout,
+	o := &cutover.Options{Window: *window, VerifyTail: tail, AllowRewind: *allowRewind, SourceDown: *sourceDown, Timeout: *timeout,
 		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	for _, re := range []struct {
 		name, v string

@@ -37,6 +37,10 @@ type Options struct {
 	// VerifyTail is how many of the last copied offsets of each partition
 	// Status compares record by record (verify.Flow): 0 all, < 0 none.
 	VerifyTail int64
+	// SourceDown is an unplanned failover: the source is not asked. The
+	// groups are those with checkpoints on the target, their offsets come
+	// from the checkpoints, and no topic is checked.
+	SourceDown bool
 	// AllowRewind lets Switch move a group's offset on the target
 	// backwards (see offsetplan.Planner.Apply).
 	AllowRewind bool
@@ -152,9 +156,12 @@ type selection struct {
 // flow's filters and the options.
 func selectAll(ctx context.Context, o *Options, c *conns) (*selection, error) {
 	f := o.Flow
+	if o.SourceDown {
+		return checkpointedGroups(ctx, o)
+	}
 	td, err := c.src.ListTopics(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing topics of %s: %w", f.Source, err)
+		return nil, fmt.Errorf("listing topics of %s: %w (if %s is down, --source-down switches the groups from their checkpoints)", f.Source, err, f.Source)
 	}
 	sy := syncer(f, c)
 	sel := &selection{partitions: make(map[string]int32)}
@@ -181,6 +188,32 @@ func selectAll(ctx context.Context, o *Options, c *conns) (*selection, error) {
 			names[g] = true
 		}
 	}
+	return filterGroups(o, sel, names), nil
+}
+
+// checkpointedGroups selects, with the source down, the groups that have
+// checkpoints on the target.
+func checkpointedGroups(ctx context.Context, o *Options) (*selection, error) {
+	f := o.Flow
+	opts, err := clients.Build(clients.ID(f.Name(), "cutover-target-consumer"), clients.Consumer, f.TargetConsumer)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", f.Target, err)
+	}
+	ages, err := checkpointAges(ctx, opts, f.Policy.CheckpointsTopic(f.Source), o.now())
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", f.Target, err)
+	}
+	names := make(map[string]bool, len(ages))
+	for g := range ages {
+		names[g] = true
+	}
+	return filterGroups(o, &selection{partitions: map[string]int32{}}, names), nil
+}
+
+// filterGroups adds the groups of names that the flow and options select
+// to sel, and the others as excluded.
+func filterGroups(o *Options, sel *selection, names map[string]bool) *selection {
+	f := o.Flow
 	for g := range names {
 		if r := groupReason(f, o.Groups, g); r != "" {
 			sel.excludedGroups = append(sel.excludedGroups, Excluded{g, r})
@@ -190,7 +223,7 @@ func selectAll(ctx context.Context, o *Options, c *conns) (*selection, error) {
 	}
 	sort.Strings(sel.groups)
 	sort.Slice(sel.excludedGroups, func(i, j int) bool { return sel.excludedGroups[i].Name < sel.excludedGroups[j].Name })
-	return sel, nil
+	return sel
 }
 
 // GroupState is a group's state on one cluster.
@@ -204,6 +237,17 @@ type GroupState struct {
 // Active reports whether the group has members (or is not Empty/Dead).
 func (g GroupState) Active() bool {
 	return len(g.Members) > 0 || g.Exists && g.State != "Empty" && g.State != "Dead" && g.State != ""
+}
+
+// StateSourceDown is the state of a group on a source that is not asked.
+const StateSourceDown = "unknown (source down)"
+
+// sourceState describes group on the source, unless it is down.
+func sourceState(ctx context.Context, o *Options, c *conns, group string) GroupState {
+	if o.SourceDown {
+		return GroupState{State: StateSourceDown}
+	}
+	return groupState(ctx, c.src, group)
 }
 
 func groupState(ctx context.Context, adm *kadm.Client, group string) GroupState {

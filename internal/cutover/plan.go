@@ -122,7 +122,7 @@ func Plan(ctx context.Context, o *Options) (*PlanReport, error) {
 		}
 	}
 	for _, g := range sel.groups {
-		rep.Groups = append(rep.Groups, GroupPlan{Group: g, Source: groupState(ctx, c.src, g), Target: groupState(ctx, c.tgt, g)})
+		rep.Groups = append(rep.Groups, GroupPlan{Group: g, Source: sourceState(ctx, o, c, g), Target: groupState(ctx, c.tgt, g)})
 	}
 	return rep, nil
 }

@@ -179,7 +179,7 @@ func Status(ctx context.Context, o *Options) (*StatusReport, error) {
 		rep.CheckpointsErr = cerr.Error()
 	}
 	for _, g := range sel.groups {
-		gs := GroupStatus{Group: g, Source: groupState(ctx, c.src, g), Target: groupState(ctx, c.tgt, g)}
+		gs := GroupStatus{Group: g, Source: sourceState(ctx, o, c, g), Target: groupState(ctx, c.tgt, g)}
 		if a, ok := ages[g]; ok {
 			gs.CheckpointAgeSeconds = &a
 		}

@@ -63,7 +63,7 @@ func Switch(ctx context.Context, o *Options, dryRun bool) (*SwitchReport, error)
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	for _, g := range sel.groups {
-		gs := GroupSwitch{Group: g, Source: groupState(ctx, c.src, g), Target: groupState(ctx, c.tgt, g)}
+		gs := GroupSwitch{Group: g, Source: sourceState(ctx, o, c, g), Target: groupState(ctx, c.tgt, g)}
 		gs.Action, gs.Reason = switchGroup(ctx, o, log, &gs, dryRun)
 		switch gs.Action {
 		case ActionCommitted, ActionWouldCommit:
@@ -98,14 +98,20 @@ func switchGroup(ctx context.Context, o *Options, log *slog.Logger, gs *GroupSwi
 	if r := refusal(gs, f.Source, f.Target); r != "" {
 		return ActionRefused, r
 	}
-	pl := offsetplan.New(f, gs.Group, offsetplan.UseTranslate, log, o.Timeout)
+	use := offsetplan.UseTranslate
+	if o.SourceDown {
+		use = offsetplan.UseCheckpoints
+	}
+	pl := offsetplan.New(f, gs.Group, use, log, o.Timeout)
 	rep, err := pl.Plan(ctx, o.Config)
-	if err != nil {
+	if err != nil && use == offsetplan.UseTranslate {
 		pl = offsetplan.New(f, gs.Group, offsetplan.UseCheckpoints, log, o.Timeout)
 		var cerr error
 		if rep, cerr = pl.Plan(ctx, o.Config); cerr != nil {
 			return ActionFailed, fmt.Sprintf("no offsets to commit: %v (fresh translation: %v)", cerr, err)
 		}
+	} else if err != nil {
+		return ActionFailed, fmt.Sprintf("no offsets to commit: %v", err)
 	}
 	gs.Offsets = rep
 	if dryRun {
