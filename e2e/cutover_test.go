@@ -439,6 +439,12 @@ func TestCutoverSourceDown(t *testing.T) {
 	if out, errs, code := cutoverRun(t, "switch", cfg, flow); code != 1 || !strings.Contains(errs, "--source-down") {
 		t.Errorf("switch with %s down: exit %d, want 1 and a hint at --source-down\n%s\n%s", src, code, out, errs)
 	}
+	var st cutoverStatusJSON
+	cutoverJSON(t, &st, 0, "status", cfg, flow, "--source-down")
+	if len(st.Topics) != 0 || len(st.Groups) != 1 || st.Groups[0].Group != group || st.Groups[0].CheckpointAge == nil ||
+		st.Groups[0].Translation != "checkpoints-only" || !st.Groups[0].Ready {
+		t.Errorf("status --source-down: %+v", st)
+	}
 	var sw cutoverSwitchJSON
 	cutoverJSON(t, &sw, 0, "switch", cfg, flow, "--source-down")
 	if !slices.Equal(sw.Committed, []string{group}) || len(sw.Groups) != 1 || sw.Groups[0].Offsets.Source != "checkpoints" {

@@ -135,12 +135,15 @@ func Status(ctx context.Context, o *Options) (*StatusReport, error) {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("verify: %v", err))
 		}
 	}
-	ends, err := c.src.ListEndOffsets(ctx, sel.topics...)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil && len(sel.topics) > 0 {
-		return nil, fmt.Errorf("listing end offsets on %s: %w", f.Source, err)
+	var ends kadm.ListedOffsets
+	if len(sel.topics) > 0 { // none would list every topic's
+		ends, err = c.src.ListEndOffsets(ctx, sel.topics...)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing end offsets on %s: %w", f.Source, err)
+		}
 	}
 	now := o.now()
 	for _, t := range sel.topics {
