@@ -364,7 +364,11 @@ func printSwitch(w io.Writer, r *cutover.SwitchReport) {
 	if r.DryRun {
 		done = "to commit"
 	}
-	fmt.Fprintf(w, "cutover %s %s at %s: %d %s, %d refused, %d failed\n", what, r.Flow, r.Time.Format(time.RFC3339), len(r.Committed), done, len(r.Refused), len(r.Failed))
+	skipped := ""
+	if len(r.Skipped) > 0 {
+		skipped = fmt.Sprintf(", %d skipped (nothing to move)", len(r.Skipped))
+	}
+	fmt.Fprintf(w, "cutover %s %s at %s: %d %s, %d refused, %d failed%s\n", what, r.Flow, r.Time.Format(time.RFC3339), len(r.Committed), done, len(r.Refused), len(r.Failed), skipped)
 	for _, g := range r.Groups {
 		fmt.Fprintf(w, "\ngroup %s: %s", g.Group, g.Action)
 		if g.Reason != "" {

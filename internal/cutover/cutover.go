@@ -147,6 +147,7 @@ type Excluded struct {
 type selection struct {
 	topics         []string // selected source topics, sorted
 	partitions     map[string]int32
+	moving         map[string]bool // the selected topics
 	excluded       []Excluded
 	groups         []string // selected groups, sorted
 	excludedGroups []Excluded
@@ -164,7 +165,7 @@ func selectAll(ctx context.Context, o *Options, c *conns) (*selection, error) {
 		return nil, fmt.Errorf("listing topics of %s: %w (if %s is down, --source-down switches the groups from their checkpoints)", f.Source, err, f.Source)
 	}
 	sy := syncer(f, c)
-	sel := &selection{partitions: make(map[string]int32)}
+	sel := &selection{partitions: make(map[string]int32), moving: make(map[string]bool)}
 	for _, t := range td.Sorted() {
 		if t.Err != nil {
 			continue
@@ -175,6 +176,7 @@ func selectAll(ctx context.Context, o *Options, c *conns) (*selection, error) {
 		}
 		sel.topics = append(sel.topics, t.Topic)
 		sel.partitions[t.Topic] = int32(len(t.Partitions))
+		sel.moving[t.Topic] = true
 	}
 	// Groups are the source's: where the consumers ran until now (for a
 	// failback B->A, the groups that ran on B).
@@ -207,7 +209,7 @@ func checkpointedGroups(ctx context.Context, o *Options) (*selection, error) {
 	for g := range ages {
 		names[g] = true
 	}
-	return filterGroups(o, &selection{partitions: map[string]int32{}}, names), nil
+	return filterGroups(o, &selection{partitions: map[string]int32{}, moving: map[string]bool{}}, names), nil
 }
 
 // filterGroups adds the groups of names that the flow and options select
@@ -237,6 +239,34 @@ type GroupState struct {
 // Active reports whether the group has members (or is not Empty/Dead).
 func (g GroupState) Active() bool {
 	return len(g.Members) > 0 || g.Exists && g.State != "Empty" && g.State != "Dead" && g.State != ""
+}
+
+// movesNothing reports whether group, on the source, has committed offsets
+// on no topic that moves: neither a selected topic nor, for a failback, a
+// remote topic of the target's (which offsetplan translates back). Such a
+// group consumes something else; a cutover of the flow leaves it alone.
+// An active group without any commit is not known to move nothing (it may
+// have just started on a topic that moves).
+func movesNothing(ctx context.Context, o *Options, c *conns, sel *selection, group string, active bool) (bool, error) {
+	if o.SourceDown {
+		return false, nil // the groups come from the checkpoints
+	}
+	offs, err := c.src.FetchOffsets(ctx, group)
+	if err != nil {
+		return false, fmt.Errorf("fetching offsets of group %q on %s: %w", group, o.Flow.Source, err)
+	}
+	nothing, committed := true, false
+	offs.Each(func(r kadm.OffsetResponse) {
+		if r.Err != nil || r.At < 0 {
+			return
+		}
+		committed = true
+		src, remote := o.Flow.Policy.TopicSource(r.Topic)
+		if sel.moving[r.Topic] || remote && src == o.Flow.Target {
+			nothing = false
+		}
+	})
+	return nothing && (committed || !active), nil
 }
 
 // StateSourceDown is the state of a group on a source that is not asked.

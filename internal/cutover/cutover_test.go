@@ -159,6 +159,7 @@ func TestReadiness(t *testing.T) {
 		{"consuming on the source", GroupStatus{Source: active, Translation: TranslationExact}, []string{"1 active member(s) on A (Stable): still consuming"}},
 		{"consuming on the target", GroupStatus{Source: idle, Target: active, Translation: TranslationExact}, []string{"1 active member(s) on B (Stable): switch would be refused"}},
 		{"no offsets", GroupStatus{Source: idle, Translation: TranslationNone}, []string{"no translated offsets"}},
+		{"consumes another topic", GroupStatus{Source: active, Translation: TranslationNothing}, nil},
 	} {
 		ok, why := groupReady(c.g, "A", "B")
 		if ok != (len(c.want) == 0) || !reflect.DeepEqual(why, c.want) {
@@ -191,32 +192,36 @@ func TestDiffConfigs(t *testing.T) {
 	}
 }
 
-// TestPlanOnFakeClusters runs Plan against two in-process clusters: the
-// topics that move and those that do not (with why), the groups with
-// their members on either side, and the flow's internal topics.
-func TestPlanOnFakeClusters(t *testing.T) {
+// fakePair starts two in-process clusters A and B: on A topics orders,
+// payments, B.orders and other, an idle group billing (committed on
+// orders), an idle group reader (committed on other only) and a group
+// shipping with an active member; on B the remote topic A.orders with a
+// config of its own. The file's A->B selects orders, payments and
+// B.orders, and the three groups.
+func fakePair(t *testing.T) (context.Context, *config.Config, *config.Flow) {
+	t.Helper()
 	ca, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ca.Close()
+	t.Cleanup(ca.Close)
 	cb, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cb.Close()
+	t.Cleanup(cb.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	cla, err := kgo.NewClient(kgo.SeedBrokers(ca.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cla.Close()
+	t.Cleanup(cla.Close)
 	clb, err := kgo.NewClient(kgo.SeedBrokers(cb.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer clb.Close()
+	t.Cleanup(clb.Close)
 	adma, admb := kadm.NewClient(cla), kadm.NewClient(clb)
 	for _, tp := range []string{"orders", "payments", "B.orders", "other"} {
 		if _, err := adma.CreateTopic(ctx, 2, 1, nil, tp); err != nil {
@@ -230,11 +235,14 @@ func TestPlanOnFakeClusters(t *testing.T) {
 	if _, err := adma.CommitOffsets(ctx, "billing", kadm.OffsetsFromRecords(kgo.Record{Topic: "orders", Partition: 0, Offset: 4})); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := adma.CommitOffsets(ctx, "reader", kadm.OffsetsFromRecords(kgo.Record{Topic: "other", Partition: 0, Offset: 4})); err != nil {
+		t.Fatal(err)
+	}
 	member, err := kgo.NewClient(kgo.SeedBrokers(ca.ListenAddrs()...), kgo.ConsumerGroup("shipping"), kgo.ConsumeTopics("orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer member.Close()
+	t.Cleanup(member.Close)
 	go member.PollFetches(ctx)
 	for {
 		ds, _ := adma.DescribeGroups(ctx, "shipping")
@@ -248,7 +256,15 @@ func TestPlanOnFakeClusters(t *testing.T) {
 	}
 
 	cfg, f := flow(t, strings.Join(ca.ListenAddrs(), ","), strings.Join(cb.ListenAddrs(), ","), "A", "B",
-		"A->B.topics = orders|payments|B\\.orders", "groups = billing|shipping")
+		"A->B.topics = orders|payments|B\\.orders", "groups = billing|shipping|reader")
+	return ctx, cfg, f
+}
+
+// TestPlanOnFakeClusters runs Plan against two in-process clusters: the
+// topics that move and those that do not (with why), the groups with
+// their members on either side, and the flow's internal topics.
+func TestPlanOnFakeClusters(t *testing.T) {
+	ctx, cfg, f := fakePair(t)
 	rep, err := Plan(ctx, &Options{Config: cfg, Flow: f, Topics: regexp.MustCompile("^(?:orders|B\\.orders|other)$")})
 	if err != nil {
 		t.Fatal(err)
@@ -268,11 +284,33 @@ func TestPlanOnFakeClusters(t *testing.T) {
 			t.Errorf("excluded %s: %q, want %q (all: %v)", k, gotEx[k], v, gotEx)
 		}
 	}
-	if len(rep.Groups) != 2 || rep.Groups[0].Group != "billing" || rep.Groups[0].Source.Active() ||
-		rep.Groups[1].Group != "shipping" || !rep.Groups[1].Source.Active() || rep.Groups[1].Target.Exists {
+	if len(rep.Groups) != 3 || rep.Groups[0].Group != "billing" || rep.Groups[0].Source.Active() || rep.Groups[1].Group != "reader" ||
+		rep.Groups[2].Group != "shipping" || !rep.Groups[2].Source.Active() || rep.Groups[2].Target.Exists {
 		t.Errorf("groups %+v", rep.Groups)
 	}
 	if len(rep.Internal) != 4 || rep.Internal[2].Topic != "A.checkpoints.internal" || rep.Internal[2].Cluster != "B" {
 		t.Errorf("internal topics %+v", rep.Internal)
+	}
+}
+
+// TestSwitchOnFakeClusters: the active group is refused, the group that
+// consumed only a topic that does not move is skipped, and billing, which
+// has no checkpoints or offset syncs on these clusters, fails with why;
+// nothing is committed on B.
+func TestSwitchOnFakeClusters(t *testing.T) {
+	ctx, cfg, f := fakePair(t)
+	rep, err := Switch(ctx, &Options{Config: cfg, Flow: f, Timeout: 10 * time.Second}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rep.Refused, []string{"shipping"}) || !reflect.DeepEqual(rep.Skipped, []string{"reader"}) ||
+		!reflect.DeepEqual(rep.Failed, []string{"billing"}) || len(rep.Committed) != 0 {
+		t.Fatalf("switch: %+v", rep)
+	}
+	for _, g := range rep.Groups {
+		want := map[string]string{"shipping": "1 active member(s) on A", "reader": NothingToMove, "billing": "no offsets to commit"}[g.Group]
+		if !strings.Contains(g.Reason, want) {
+			t.Errorf("group %s: %s %q, want %q", g.Group, g.Action, g.Reason, want)
+		}
 	}
 }

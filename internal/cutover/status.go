@@ -59,6 +59,7 @@ const (
 	TranslationApprox  = "approximate"      // translation mode mm2: may re-read records
 	TranslationReverse = "reverse"          // failback through the reverse flow's offset syncs
 	TranslationNone    = "none"
+	TranslationNothing = "nothing-to-move" // the group consumed no topic that moves
 )
 
 // GroupStatus is the readiness of one group.
@@ -187,11 +188,22 @@ func Status(ctx context.Context, o *Options) (*StatusReport, error) {
 			gs.CheckpointAgeSeconds = &a
 		}
 		pl := offsetplan.New(f, g, offsetplan.UseCheckpoints, quiet, o.Timeout)
-		or, err := pl.Plan(ctx, o.Config)
-		if err != nil {
+		nothing, nerr := movesNothing(ctx, o, c, sel, g, gs.Source.Active())
+		var or *offsetplan.Report
+		if nerr == nil && !nothing {
+			or, err = pl.Plan(ctx, o.Config)
+		}
+		switch {
+		case nerr != nil:
+			gs.Translation = TranslationNone
+			gs.Notes = append(gs.Notes, nerr.Error())
+		case nothing:
+			gs.Translation = TranslationNothing
+			gs.Notes = append(gs.Notes, NothingToMove)
+		case err != nil:
 			gs.Translation = TranslationNone
 			gs.Notes = append(gs.Notes, err.Error())
-		} else {
+		default:
 			gs.Translation = translationKind(or)
 			gs.Offsets, gs.Notes = or.Partitions, or.Notes
 		}
@@ -238,6 +250,9 @@ func topicReady(t TopicStatus) (bool, []string) {
 
 // groupReady is the gate of one group.
 func groupReady(g GroupStatus, source, target string) (bool, []string) {
+	if g.Translation == TranslationNothing {
+		return true, nil // a cutover of the flow leaves it alone
+	}
 	var why []string
 	if g.Source.Active() {
 		why = append(why, fmt.Sprintf("%d active member(s) on %s (%s): still consuming", len(g.Source.Members), source, g.Source.State))

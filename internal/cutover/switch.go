@@ -16,6 +16,7 @@ const (
 	ActionWouldCommit = "would-commit" // --dry-run
 	ActionRefused     = "refused"      // active members
 	ActionFailed      = "failed"       // no offsets, or the commit failed
+	ActionSkipped     = "skipped"      // the group consumed no topic that moves
 )
 
 // GroupSwitch is what Switch did with one group.
@@ -40,6 +41,7 @@ type SwitchReport struct {
 	Committed []string      `json:"committed"`
 	Refused   []string      `json:"refused"`
 	Failed    []string      `json:"failed"`
+	Skipped   []string      `json:"skipped"`
 	Excluded  []Excluded    `json:"excluded_groups"`
 }
 
@@ -57,19 +59,27 @@ func Switch(ctx context.Context, o *Options, dryRun bool) (*SwitchReport, error)
 	}
 	defer c.close()
 	rep := &SwitchReport{Flow: f.Name(), Source: f.Source, Target: f.Target, Time: o.now().UTC(), DryRun: dryRun,
-		Committed: []string{}, Refused: []string{}, Failed: []string{}, Excluded: sel.excludedGroups}
+		Committed: []string{}, Refused: []string{}, Failed: []string{}, Skipped: []string{}, Excluded: sel.excludedGroups}
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	for _, g := range sel.groups {
 		gs := GroupSwitch{Group: g, Source: sourceState(ctx, o, c, g), Target: groupState(ctx, c.tgt, g)}
-		gs.Action, gs.Reason = switchGroup(ctx, o, log, &gs, dryRun)
+		if nothing, err := movesNothing(ctx, o, c, sel, g, gs.Source.Active()); err != nil {
+			gs.Action, gs.Reason = ActionFailed, err.Error()
+		} else if nothing {
+			gs.Action, gs.Reason = ActionSkipped, NothingToMove
+		} else {
+			gs.Action, gs.Reason = switchGroup(ctx, o, log, &gs, dryRun)
+		}
 		switch gs.Action {
 		case ActionCommitted, ActionWouldCommit:
 			rep.Committed = append(rep.Committed, g)
 		case ActionRefused:
 			rep.Refused = append(rep.Refused, g)
+		case ActionSkipped:
+			rep.Skipped = append(rep.Skipped, g)
 		default:
 			rep.Failed = append(rep.Failed, g)
 		}
@@ -77,6 +87,9 @@ func Switch(ctx context.Context, o *Options, dryRun bool) (*SwitchReport, error)
 	}
 	return rep, nil
 }
+
+// NothingToMove is why a group is skipped.
+const NothingToMove = "no committed offset on a topic that moves"
 
 // refusal says why a group may not be switched, "" if it may.
 func refusal(gs *GroupSwitch, source, target string) string {
