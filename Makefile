@@ -76,7 +76,7 @@ COMPAT_SOURCES ?= 0.11.0.3,1.1.1,2.8.2,3.9.1,4.3.1
 COMPAT_TARGETS ?= 3.9.1,4.3.1
 test-compat: setup
 	KMIRROR_COMPAT_SOURCES=$(COMPAT_SOURCES) KMIRROR_COMPAT_TARGETS=$(COMPAT_TARGETS) \
-		$(GO) test -race -count=1 -timeout 60m $(TEST_FLAGS) -run 'TestLegacySource' -v ./e2e/
+		$(GO) test -race -count=1 -timeout 60m $(TEST_FLAGS) -run 'TestLegacySource|TestLegacyCutover' -v ./e2e/
 
 # Runs e2e/TestDashboard (headless Chromium) and keeps its screenshot as
 # docs/img/dashboard.png, which docs/operations.md shows.

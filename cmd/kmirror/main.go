@@ -40,6 +40,13 @@ Usage:
   kmirror verify --config FILE [--flow A->B] [--topics REGEX] [--output text|json]
                          compare every copied source record with the target;
                          exit 1 if a record is missing or foreign
+  kmirror cutover plan|status|switch FILE --flow A->B [--groups REGEX] [--topics REGEX]
+                  [--window 5s] [--verify N|all|none] [--dry-run] [--report-dir DIR]
+                         a migration or failover of one flow: plan (what moves),
+                         status (the readiness gate), switch (commit the idle
+                         groups' translated offsets on B, refuse active ones);
+                         exit 0 ok, 1 error, 2 usage, 3 not ready or refused
+                         (docs/failover.md)
   kmirror version        print the version and git commit
   kmirror help           print this help
 `
@@ -75,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return topologyCmd(args[1:], stdout, stderr)
 	case "verify":
 		return verifyCmd(args[1:], stdout, stderr)
+	case "cutover":
+		return cutoverCmd(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "kmirror: unknown command %q\n\n%s", args[0], usage)
 		return 2

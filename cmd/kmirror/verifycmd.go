@@ -6,21 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"regexp"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
-	"github.com/kmirror/kmirror/internal/datapath"
-	"github.com/kmirror/kmirror/internal/progress"
-	"github.com/kmirror/kmirror/internal/readlog"
 	"github.com/kmirror/kmirror/internal/verify"
 )
 
@@ -63,7 +55,7 @@ func verifyCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	results, err := verifyFlow(ctx, fc, only)
+	results, err := verify.Flow(ctx, fc, only, 0)
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror verify:", err)
 		return 1
@@ -114,53 +106,4 @@ func pickFlow(cfg *config.Config, name string) (*config.Flow, error) {
 		return nil, fmt.Errorf("the file enables %d flows (%s): choose one with --flow", len(names), strings.Join(names, ", "))
 	}
 	return nil, fmt.Errorf("flow %q is not enabled in the file (enabled: %s)", name, strings.Join(names, ", "))
-}
-
-// verifyFlow compares every partition with saved progress.
-func verifyFlow(ctx context.Context, fc *config.Flow, only *regexp.Regexp) ([]verify.Result, error) {
-	src, err := clients.Build(clients.ID(fc.Name(), "verify-source-consumer"), clients.Consumer, fc.SourceConsumer)
-	if err != nil {
-		return nil, fmt.Errorf("source cluster %s: %w", fc.Source, err)
-	}
-	dst, err := clients.Build(clients.ID(fc.Name(), "verify-target-consumer"), clients.Consumer, fc.TargetConsumer)
-	if err != nil {
-		return nil, fmt.Errorf("target cluster %s: %w", fc.Target, err)
-	}
-	pol := fc.Policy
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	saved, err := progress.Read(ctx, dst, fc.OffsetStorageTopic, fc.Source, quiet)
-	if err != nil {
-		return nil, fmt.Errorf("target cluster %s: %w", fc.Target, err)
-	}
-	var tps []progress.TP
-	for tp, off := range saved {
-		if off >= 0 && (only == nil || only.MatchString(tp.Topic)) {
-			tps = append(tps, tp)
-		}
-	}
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].Topic != tps[j].Topic {
-			return tps[i].Topic < tps[j].Topic
-		}
-		return tps[i].Partition < tps[j].Partition
-	})
-	var out []verify.Result
-	for _, tp := range tps {
-		remote := pol.FormatRemoteTopic(fc.Source, tp.Topic)
-		var s, d []verify.Item
-		if err := readlog.Partition(ctx, src, tp.Topic, tp.Partition, saved[tp], func(r *kgo.Record) {
-			s = append(s, verify.Of(r, datapath.OriginHeader))
-		}); err != nil {
-			return nil, fmt.Errorf("source cluster %s: %w", fc.Source, err)
-		}
-		if err := readlog.Partition(ctx, dst, remote, tp.Partition, -1, func(r *kgo.Record) {
-			d = append(d, verify.Of(r, datapath.OriginHeader))
-		}); err != nil {
-			return nil, fmt.Errorf("target cluster %s: %w", fc.Target, err)
-		}
-		r := verify.Compare(s, d)
-		r.Topic, r.Partition, r.Remote = tp.Topic, tp.Partition, remote
-		out = append(out, r)
-	}
-	return out, nil
 }

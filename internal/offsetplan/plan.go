@@ -337,6 +337,23 @@ func planApply(rows []Row, current map[mirrorclient.TopicPartition]int64, allowR
 // Apply commits the report's offsets to the group on the target after
 // checking that the group has no active members there.
 func (o *Planner) Apply(ctx context.Context, rep *Report, allowRewind bool) error {
+	return o.apply(ctx, rep, allowRewind, true)
+}
+
+// Check is Apply without the commit: the same checks, and each row's
+// Action says what Apply would do; rep.Applied stays false.
+func (o *Planner) Check(ctx context.Context, rep *Report, allowRewind bool) error {
+	return o.apply(ctx, rep, allowRewind, false)
+}
+
+// Members describes group on the cluster of adm: whether it exists, its
+// state and its members ("member-id (client-id@host)"), for classic and
+// KIP-848 consumer groups.
+func Members(ctx context.Context, adm *kadm.Client, group string) (exists bool, state string, members []string, err error) {
+	return groupMembers(ctx, adm, group)
+}
+
+func (o *Planner) apply(ctx context.Context, rep *Report, allowRewind, doCommit bool) error {
 	f := o.f
 	adm, closeAdm, err := admin(f.TargetAdmin, "offsets-target")
 	if err != nil {
@@ -370,6 +387,9 @@ func (o *Planner) Apply(ctx context.Context, rep *Report, allowRewind bool) erro
 	for _, r := range kept {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s-%d: not moved backwards from %d to %d (its consumers on %s got further; --allow-rewind moves it)",
 			r.Topic, r.Partition, *r.Current, r.Downstream, f.Target))
+	}
+	if !doCommit {
+		return nil
 	}
 	if len(commit) > 0 {
 		offs := make(kadm.Offsets)

@@ -98,6 +98,12 @@ func From(ctx context.Context, connect []kgo.Opt, topic string, starts map[int32
 // last stable offset the partition had when Partition began if that comes
 // first (last < 0 means no bound).
 func Partition(ctx context.Context, connect []kgo.Opt, topic string, partition int32, last int64, fn func(*kgo.Record)) error {
+	return Range(ctx, connect, topic, partition, -1, last, fn)
+}
+
+// Range is Partition from offset first instead of the log start (first < 0,
+// or below the log start: from the log start).
+func Range(ctx context.Context, connect []kgo.Opt, topic string, partition int32, first, last int64, fn func(*kgo.Record)) error {
 	ends, err := committedEnds(ctx, connect, topic)
 	if err != nil {
 		return err
@@ -110,12 +116,17 @@ func Partition(ctx context.Context, connect []kgo.Opt, topic string, partition i
 	if last >= 0 && last+1 < end {
 		end = last + 1
 	}
-	if end <= 0 {
+	if end <= 0 || first >= end {
 		return nil
 	}
+	from := kgo.NewOffset().AtStart()
+	if first > 0 {
+		from = kgo.NewOffset().At(first)
+	}
 	opts := append([]kgo.Opt{
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: from}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.KeepControlRecords(),
 	}, connect...)
 	cl, err := kgo.NewClient(opts...)
@@ -146,6 +157,12 @@ func Partition(ctx context.Context, connect []kgo.Opt, topic string, partition i
 			return nil
 		}
 	}
+}
+
+// Ends lists the last stable offset of every partition of topic, as the
+// reads of this package bound them.
+func Ends(ctx context.Context, connect []kgo.Opt, topic string) (kadm.ListedOffsets, error) {
+	return committedEnds(ctx, connect, topic)
 }
 
 // endsRetryFor bounds how long committedEnds retries errors that mean a

@@ -89,3 +89,44 @@ func TestToEndRetriesMovingLeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestRange reads one partition between two offsets: from the log start
+// (first < 0), from the middle, up to and including last, and nothing when
+// first is at or past the end.
+func TestRange(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic("t"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: fmt.Append(nil, i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Close()
+	for _, tt := range []struct {
+		first, last int64
+		want        []int64
+	}{
+		{-1, -1, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		{7, -1, []int64{7, 8, 9}},
+		{3, 5, []int64{3, 4, 5}},
+		{-1, 1, []int64{0, 1}},
+		{10, -1, nil},
+		{12, 20, nil},
+	} {
+		var got []int64
+		if err := Range(context.Background(), opts, "t", 0, tt.first, tt.last, func(r *kgo.Record) { got = append(got, r.Offset) }); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("Range(%d, %d): %v, want %v", tt.first, tt.last, got, tt.want)
+		}
+	}
+}

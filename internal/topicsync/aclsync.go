@@ -35,37 +35,18 @@ func (s *Syncer) SyncACLs(ctx context.Context) error {
 	if s.aclsOff.Load() {
 		return nil
 	}
-	src, err := describeTopicACLs(ctx, s.Source)
+	want, missing, side, err := s.aclDiff(ctx)
 	if errors.Is(err, kerr.SecurityDisabled) {
 		s.aclsOff.Store(true)
-		s.Log.Info("source cluster has no authorizer; topic ACLs are not synced", "cluster", s.SourceAlias)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("describing topic ACLs of source cluster %s: %w", s.SourceAlias, err)
-	}
-	want := s.remoteACLs(src)
-	if len(want) == 0 {
-		return nil
-	}
-	tgt, err := describeTopicACLs(ctx, s.Target)
-	if errors.Is(err, kerr.SecurityDisabled) {
-		s.aclsOff.Store(true)
-		s.Log.Warn("target cluster has no authorizer; topic ACLs are not synced", "cluster", s.TargetAlias, "source_acls", len(want))
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("describing topic ACLs of target cluster %s: %w", s.TargetAlias, err)
-	}
-	have := make(map[binding]bool, len(tgt))
-	for _, a := range tgt {
-		have[toBinding(a)] = true
-	}
-	var missing []binding
-	for _, b := range want {
-		if !have[b] {
-			missing = append(missing, b)
+		if side == "source" {
+			s.Log.Info("source cluster has no authorizer; topic ACLs are not synced", "cluster", s.SourceAlias)
+		} else {
+			s.Log.Warn("target cluster has no authorizer; topic ACLs are not synced", "cluster", s.TargetAlias, "source_acls", len(want))
 		}
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	for _, batch := range batches(missing, func(binding) int { return 1 }) {
 		errs, err := s.createACLs(ctx, batch)
@@ -137,4 +118,47 @@ func describeTopicACLs(ctx context.Context, adm *kadm.Client) ([]kadm.DescribedA
 		out = append(out, r.Described...)
 	}
 	return out, nil
+}
+
+// aclDiff describes the topic ACLs of both clusters: want is what the
+// source's map to on the remote topics, missing what the target lacks of
+// them. On an error, side names the cluster ("source" or "target").
+func (s *Syncer) aclDiff(ctx context.Context) (want, missing []binding, side string, err error) {
+	src, err := describeTopicACLs(ctx, s.Source)
+	if err != nil {
+		return nil, nil, "source", fmt.Errorf("describing topic ACLs of source cluster %s: %w", s.SourceAlias, err)
+	}
+	want = s.remoteACLs(src)
+	if len(want) == 0 {
+		return nil, nil, "", nil
+	}
+	tgt, err := describeTopicACLs(ctx, s.Target)
+	if err != nil {
+		return nil, nil, "target", fmt.Errorf("describing topic ACLs of target cluster %s: %w", s.TargetAlias, err)
+	}
+	have := make(map[binding]bool, len(tgt))
+	for _, a := range tgt {
+		have[toBinding(a)] = true
+	}
+	for _, b := range want {
+		if !have[b] {
+			missing = append(missing, b)
+		}
+	}
+	return want, missing, "", nil
+}
+
+// ACLPlan reports what SyncACLs would give the remote topics: every ACL
+// the source's topic ACLs map to (want) and those the target lacks
+// (missing), as text. An error wrapping kerr.SecurityDisabled means a
+// cluster has no authorizer.
+func (s *Syncer) ACLPlan(ctx context.Context) (want, missing []string, err error) {
+	ws, ms, _, err := s.aclDiff(ctx)
+	for _, b := range ws {
+		want = append(want, b.String())
+	}
+	for _, b := range ms {
+		missing = append(missing, b.String())
+	}
+	return want, missing, err
 }
