@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sort"
 	"sync"
 	"time"
 
@@ -25,12 +26,18 @@ type Flows interface {
 }
 
 // Herder makes the flows of this worker match the config topic: a flow
-// per connector that is not stopped, paused when its target state is.
+// per connector that is not stopped, paused when its target state is. In
+// a cluster (SetCluster) it also writes this worker's share of every
+// connector to the status topic and acts on restart requests.
 type Herder struct {
 	w     *Worker
 	store *Store
 	flows Flows
 	log   *slog.Logger
+
+	cluster  Viewer       // nil: a worker on its own
+	statuses *StatusStore // nil: status only in memory
+	pubMu    sync.Mutex   // one publish at a time
 
 	mu      sync.Mutex
 	running map[string]map[string]string // connector -> the props its flow runs
@@ -44,15 +51,38 @@ func NewHerder(w *Worker, store *Store, flows Flows, log *slog.Logger) *Herder {
 		running: map[string]map[string]string{}, invalid: map[string]error{}, kick: make(chan struct{}, 1)}
 }
 
+// Viewer gives the cluster's current assignment; *Cluster is one.
+type Viewer interface{ View() View }
+
+// SetCluster makes the herder one worker of a cluster: v tells its share,
+// st is the status topic it writes that share to. Call before Run.
+func (h *Herder) SetCluster(v Viewer, st *StatusStore) {
+	h.cluster, h.statuses = v, st
+}
+
+// view returns the cluster's assignment; a worker on its own, or one not
+// yet assigned, is the only worker.
+func (h *Herder) view() View {
+	if h.cluster != nil {
+		if v := h.cluster.View(); v.Joined() {
+			return v
+		}
+	}
+	self := Member{ID: h.w.WorkerID, URL: h.w.URL()}
+	return View{Leader: self, Workers: []Member{self}, Self: 0}
+}
+
 // Run follows the config topic and reconciles the flows until ctx ends;
 // once a second it also retries what a flow was not ready for (pausing a
-// flow that is still starting).
+// flow that is still starting), reads the status topic and writes this
+// worker's changes to it.
 func (h *Herder) Run(ctx context.Context) {
 	go h.store.Follow(ctx, 500*time.Millisecond, h.Kick)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		h.reconcile()
+		h.publish(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -73,6 +103,7 @@ func (h *Herder) Kick() {
 func (h *Herder) reconcile() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer h.restarts()
 	want := map[string]bool{}
 	states := map[string]string{}
 	for _, f := range h.flows.Status() {
@@ -179,5 +210,134 @@ func (h *Herder) restart(name string) error {
 	return h.flows.Restart(name)
 }
 
+// restarts acts on the restart requests read from the config topic:
+// this worker's share of each connector restarts (only a failed one with
+// only-failed). h.mu is held.
+func (h *Herder) restarts() {
+	reqs := h.store.TakeRestarts()
+	if len(reqs) == 0 {
+		return
+	}
+	failed := map[string]bool{}
+	for _, f := range h.flows.Status() {
+		failed[f.Name] = f.State == "failed"
+	}
+	for _, r := range reqs {
+		if _, ok := h.running[r.Connector]; !ok || (r.OnlyFailed && !failed[r.Connector]) {
+			continue
+		}
+		h.log.Info("restarting this worker's share of a connector, as requested in the config topic", "connector", r.Connector, "only_failed", r.OnlyFailed)
+		if err := h.flows.Restart(r.Connector); err != nil {
+			h.log.Warn("restarting connector", "connector", r.Connector, "err", err)
+		}
+	}
+}
+
 // wait reconciles now, so a request's change shows in the next status.
 func (h *Herder) wait() { h.reconcile() }
+
+// publish writes to the status topic what changed of this worker's share:
+// task VIEW.Self of every connector that is not stopped, and the status
+// of the connectors this worker owns (View.ConnectorOwner); a deleted
+// connector's records become tombstones, as Connect writes them.
+func (h *Herder) publish(ctx context.Context) {
+	if h.statuses == nil || h.cluster == nil {
+		return
+	}
+	v := h.cluster.View()
+	if !v.Joined() {
+		return
+	}
+	h.pubMu.Lock()
+	defer h.pubMu.Unlock()
+	if err := h.statuses.CatchUp(ctx); err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("reading the connect status topic", "topic", h.statuses.topic, "err", err)
+		}
+		return
+	}
+	self := v.Workers[v.Self]
+	for _, c := range h.store.List() {
+		st := h.status(c)
+		rec := StatusRecord{State: st.State, WorkerID: self.ID, Generation: v.Generation}
+		if st.Trace != "" {
+			tr := st.Trace
+			rec.Trace = &tr
+		}
+		if c.State != Stopped {
+			h.put(ctx, TaskStatusKey(c.Name, v.Self), &rec, self.ID)
+		}
+		if v.ConnectorOwner(c.Name) == v.Self {
+			h.put(ctx, ConnectorStatusKey(c.Name), &rec, self.ID)
+		}
+	}
+	for _, name := range h.statuses.Names() {
+		if _, ok := h.store.Get(name); ok {
+			continue
+		}
+		// Deleted: tombstone what this worker wrote.
+		if r, ok := h.statuses.Connector(name); ok && r.WorkerID == self.ID {
+			h.put(ctx, ConnectorStatusKey(name), nil, self.ID)
+		}
+		for _, id := range h.statuses.Tasks(name) {
+			if r, ok := h.statuses.Task(name, id); ok && r.WorkerID == self.ID {
+				h.put(ctx, TaskStatusKey(name, id), nil, self.ID)
+			}
+		}
+	}
+}
+
+// put writes rec under key unless the topic holds it already.
+func (h *Herder) put(ctx context.Context, key string, rec *StatusRecord, self string) {
+	name, task, _ := ParseStatusKey(key)
+	var cur StatusRecord
+	var ok bool
+	if task < 0 {
+		cur, ok = h.statuses.Connector(name)
+	} else {
+		cur, ok = h.statuses.Task(name, task)
+	}
+	if rec == nil && !ok || rec != nil && ok && sameStatus(cur, *rec) {
+		return
+	}
+	if err := h.statuses.Put(ctx, key, rec); err != nil && ctx.Err() == nil {
+		h.log.Warn("writing the connect status topic", "topic", h.statuses.topic, "key", key, "err", err)
+	}
+}
+
+func sameStatus(a, b StatusRecord) bool {
+	at, bt := "", ""
+	if a.Trace != nil {
+		at = *a.Trace
+	}
+	if b.Trace != nil {
+		bt = *b.Trace
+	}
+	return a.State == b.State && a.WorkerID == b.WorkerID && a.Generation == b.Generation && at == bt && (a.Trace == nil) == (b.Trace == nil)
+}
+
+// Status lists every connector's flow on this worker, for the dashboard:
+// the runner's flows, and a stopped or invalid connector (which has no
+// flow) with its state.
+func (h *Herder) Status() []runner.FlowStatus {
+	out := h.flows.Status()
+	have := map[string]bool{}
+	for _, f := range out {
+		have[f.Name] = true
+	}
+	for _, c := range h.store.List() {
+		if have[c.Name] {
+			continue
+		}
+		f := runner.FlowStatus{Name: c.Name, Kind: runner.Replication, State: "stopped"}
+		if spec, err := Translate(c.Name, c.Props, h.w); err == nil {
+			f.Kind = spec.Kind()
+		}
+		if st := h.status(c); st.State == "FAILED" {
+			f.State, f.Error = "failed", st.Trace
+		}
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
