@@ -35,6 +35,7 @@ type Herder struct {
 	flows Flows
 	log   *slog.Logger
 
+	clMu     sync.Mutex
 	cluster  Viewer       // nil: a worker on its own
 	statuses *StatusStore // nil: status only in memory
 	pubMu    sync.Mutex   // one publish at a time
@@ -55,16 +56,25 @@ func NewHerder(w *Worker, store *Store, flows Flows, log *slog.Logger) *Herder {
 type Viewer interface{ View() View }
 
 // SetCluster makes the herder one worker of a cluster: v tells its share,
-// st is the status topic it writes that share to. Call before Run.
+// st is the status topic it writes that share to.
 func (h *Herder) SetCluster(v Viewer, st *StatusStore) {
+	h.clMu.Lock()
+	defer h.clMu.Unlock()
 	h.cluster, h.statuses = v, st
+}
+
+// clusterOf returns what SetCluster set.
+func (h *Herder) clusterOf() (Viewer, *StatusStore) {
+	h.clMu.Lock()
+	defer h.clMu.Unlock()
+	return h.cluster, h.statuses
 }
 
 // view returns the cluster's assignment; a worker on its own, or one not
 // yet assigned, is the only worker.
 func (h *Herder) view() View {
-	if h.cluster != nil {
-		if v := h.cluster.View(); v.Joined() {
+	if cl, _ := h.clusterOf(); cl != nil {
+		if v := cl.View(); v.Joined() {
 			return v
 		}
 	}
@@ -241,18 +251,19 @@ func (h *Herder) wait() { h.reconcile() }
 // of the connectors this worker owns (View.ConnectorOwner); a deleted
 // connector's records become tombstones, as Connect writes them.
 func (h *Herder) publish(ctx context.Context) {
-	if h.statuses == nil || h.cluster == nil {
+	cl, statuses := h.clusterOf()
+	if statuses == nil || cl == nil {
 		return
 	}
-	v := h.cluster.View()
+	v := cl.View()
 	if !v.Joined() {
 		return
 	}
 	h.pubMu.Lock()
 	defer h.pubMu.Unlock()
-	if err := h.statuses.CatchUp(ctx); err != nil {
+	if err := statuses.CatchUp(ctx); err != nil {
 		if ctx.Err() == nil {
-			h.log.Warn("reading the connect status topic", "topic", h.statuses.topic, "err", err)
+			h.log.Warn("reading the connect status topic", "topic", statuses.topic, "err", err)
 		}
 		return
 	}
@@ -265,43 +276,43 @@ func (h *Herder) publish(ctx context.Context) {
 			rec.Trace = &tr
 		}
 		if c.State != Stopped {
-			h.put(ctx, TaskStatusKey(c.Name, v.Self), &rec, self.ID)
+			h.put(ctx, statuses, TaskStatusKey(c.Name, v.Self), &rec)
 		}
 		if v.ConnectorOwner(c.Name) == v.Self {
-			h.put(ctx, ConnectorStatusKey(c.Name), &rec, self.ID)
+			h.put(ctx, statuses, ConnectorStatusKey(c.Name), &rec)
 		}
 	}
-	for _, name := range h.statuses.Names() {
+	for _, name := range statuses.Names() {
 		if _, ok := h.store.Get(name); ok {
 			continue
 		}
 		// Deleted: tombstone what this worker wrote.
-		if r, ok := h.statuses.Connector(name); ok && r.WorkerID == self.ID {
-			h.put(ctx, ConnectorStatusKey(name), nil, self.ID)
+		if r, ok := statuses.Connector(name); ok && r.WorkerID == self.ID {
+			h.put(ctx, statuses, ConnectorStatusKey(name), nil)
 		}
-		for _, id := range h.statuses.Tasks(name) {
-			if r, ok := h.statuses.Task(name, id); ok && r.WorkerID == self.ID {
-				h.put(ctx, TaskStatusKey(name, id), nil, self.ID)
+		for _, id := range statuses.Tasks(name) {
+			if r, ok := statuses.Task(name, id); ok && r.WorkerID == self.ID {
+				h.put(ctx, statuses, TaskStatusKey(name, id), nil)
 			}
 		}
 	}
 }
 
 // put writes rec under key unless the topic holds it already.
-func (h *Herder) put(ctx context.Context, key string, rec *StatusRecord, self string) {
+func (h *Herder) put(ctx context.Context, statuses *StatusStore, key string, rec *StatusRecord) {
 	name, task, _ := ParseStatusKey(key)
 	var cur StatusRecord
 	var ok bool
 	if task < 0 {
-		cur, ok = h.statuses.Connector(name)
+		cur, ok = statuses.Connector(name)
 	} else {
-		cur, ok = h.statuses.Task(name, task)
+		cur, ok = statuses.Task(name, task)
 	}
 	if rec == nil && !ok || rec != nil && ok && sameStatus(cur, *rec) {
 		return
 	}
-	if err := h.statuses.Put(ctx, key, rec); err != nil && ctx.Err() == nil {
-		h.log.Warn("writing the connect status topic", "topic", h.statuses.topic, "key", key, "err", err)
+	if err := statuses.Put(ctx, key, rec); err != nil && ctx.Err() == nil {
+		h.log.Warn("writing the connect status topic", "topic", statuses.topic, "key", key, "err", err)
 	}
 }
 
