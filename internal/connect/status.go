@@ -48,14 +48,12 @@ func EncodeStatus(r StatusRecord) []byte {
 // DecodeStatus reads a status record.
 func DecodeStatus(b []byte) (StatusRecord, error) {
 	var v struct {
-		State      *string     `json:"state"`
-		Trace      *string     `json:"trace"`
-		WorkerID   *string     `json:"worker_id"`
-		Generation json.Number `json:"generation"`
+		State      *string         `json:"state"`
+		Trace      *string         `json:"trace"`
+		WorkerID   *string         `json:"worker_id"`
+		Generation json.RawMessage `json:"generation"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	if err := json.Unmarshal(b, &v); err != nil {
 		return StatusRecord{}, fmt.Errorf("not a status record: %s", jsonError(err))
 	}
 	if v.State == nil || !statusStates[*v.State] {
@@ -64,9 +62,10 @@ func DecodeStatus(b []byte) (StatusRecord, error) {
 	if v.WorkerID == nil {
 		return StatusRecord{}, errors.New("worker_id is missing")
 	}
-	g, err := strconv.ParseInt(v.Generation.String(), 10, 32)
+	// A number, as Connect reads it (a Long); not a string.
+	g, err := strconv.ParseInt(string(v.Generation), 10, 32)
 	if err != nil {
-		return StatusRecord{}, errors.New("generation is not a 32-bit number")
+		return StatusRecord{}, errors.New("generation is missing or not a 32-bit number")
 	}
 	return StatusRecord{State: *v.State, Trace: v.Trace, WorkerID: *v.WorkerID, Generation: int32(g)}, nil
 }
