@@ -45,18 +45,17 @@ type View struct {
 // Joined reports whether the worker has an assignment yet.
 func (v View) Joined() bool { return len(v.Workers) > 0 && v.Self >= 0 }
 
-// ConnectorOwner is the worker that writes connector name's status and
-// runs its connector-only restarts: the connectors are spread over the
-// workers by a hash of their name.
-func (v View) ConnectorOwner(name string) int {
-	if len(v.Workers) == 0 {
-		return 0
+// ConnectorOwner is the index of the worker that writes connector name's
+// status and runs its connector-only restarts: the leader, which takes
+// every create, so a connector's status is written before its create
+// answers.
+func (v View) ConnectorOwner(string) int {
+	for i, w := range v.Workers {
+		if w == v.Leader {
+			return i
+		}
 	}
-	var h uint32 = 2166136261 // FNV-1a
-	for i := 0; i < len(name); i++ {
-		h = (h ^ uint32(name[i])) * 16777619
-	}
-	return int(h % uint32(len(v.Workers)))
+	return 0
 }
 
 // assignment is what the leader gives every member.

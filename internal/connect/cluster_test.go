@@ -120,11 +120,11 @@ func TestPlan(t *testing.T) {
 	if _, err := plan(leader, []kmsg.JoinGroupResponseMember{{MemberID: "x", ProtocolMetadata: []byte{0, 1}}}); err == nil {
 		t.Error("a member with a Java Connect worker's metadata: no error")
 	}
-	v := View{Workers: make([]Member, 3)}
-	for _, name := range []string{"a", "mm2-sh-to-sz", "us-west-source"} {
-		if o := v.ConnectorOwner(name); o < 0 || o > 2 || o != v.ConnectorOwner(name) {
-			t.Errorf("owner of %s: %d", name, o)
-		}
+	var a assignment
+	_ = json.Unmarshal(p["m1"], &a)
+	v := View{Leader: a.Leader, Workers: a.Workers, Self: a.Index}
+	if o := v.ConnectorOwner("mm2-sh-to-sz"); o != 1 {
+		t.Errorf("the connectors' owner: worker %d, want the leader, 1", o)
 	}
 }
 
@@ -244,6 +244,10 @@ func TestClusterAPI(t *testing.T) {
 		t.Fatalf("two creates at once through two workers: %v, want one 201 and one 409", got)
 	}
 	id := func(i int) string { return strings.TrimPrefix(ws[i].url, "http://") }
+	// The leader wrote the connector's status before answering the create.
+	if code, b := call(t, "GET", ws[2].url+"/connectors/mm2-sh-to-sz/status", ""); code != 200 || !strings.Contains(b, fmt.Sprintf(`"connector":{"state":"RUNNING","worker_id":%q}`, id(0))) {
+		t.Errorf("status right after the create: %d %s", code, b)
+	}
 	want := fmt.Sprintf(`"tasks":[{"id":0,"state":"%%s","worker_id":%q},{"id":1,"state":"%%s","worker_id":%q},{"id":2,"state":"%%s","worker_id":%q}]`, id(0), id(1), id(2))
 	for i := range ws {
 		eventually(t, "worker "+id(i)+" to list every task RUNNING", func() bool {
@@ -265,9 +269,9 @@ func TestClusterAPI(t *testing.T) {
 	if r := [3]int{ws[0].ff.restarted("mm2-sh-to-sz"), ws[1].ff.restarted("mm2-sh-to-sz"), ws[2].ff.restarted("mm2-sh-to-sz")}; r != [3]int{0, 0, 1} {
 		t.Fatalf("restarts per worker after restarting task 2: %v", r)
 	}
-	// The connector alone restarts on its owner, asked through another.
-	owner := View{Workers: make([]Member, 3)}.ConnectorOwner("mm2-sh-to-sz")
-	other := (owner + 1) % 3
+	// The connector alone restarts on its owner (the leader, worker 0),
+	// asked through another.
+	owner, other := 0, 2
 	before := ws[owner].ff.restarted("mm2-sh-to-sz")
 	if code, b := call(t, "POST", ws[other].url+"/connectors/mm2-sh-to-sz/restart", ""); code != 204 {
 		t.Fatalf("connector restart: %d %s", code, b)

@@ -84,15 +84,26 @@ func (h *Herder) view() View {
 
 // Run follows the config topic and reconciles the flows until ctx ends;
 // once a second it also retries what a flow was not ready for (pausing a
-// flow that is still starting), reads the status topic and writes this
-// worker's changes to it.
+// flow that is still starting). Beside, once a second, it writes this
+// worker's changes to the status topic.
 func (h *Herder) Run(ctx context.Context) {
 	go h.store.Follow(ctx, 500*time.Millisecond, h.Kick)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			h.publish(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		h.reconcile()
-		h.publish(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -261,6 +272,8 @@ func (h *Herder) publish(ctx context.Context) {
 	}
 	h.pubMu.Lock()
 	defer h.pubMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	if err := statuses.CatchUp(ctx); err != nil {
 		if ctx.Err() == nil {
 			h.log.Warn("reading the connect status topic", "topic", statuses.topic, "err", err)

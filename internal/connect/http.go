@@ -148,13 +148,14 @@ func (a *API) toOwner(w http.ResponseWriter, r *http.Request, v View, owner int)
 	return true
 }
 
-// syncStatus reads the status topic to its end before an answer.
+// syncStatus reads the status topic to its end before an answer; when
+// that takes over 5 s (the cluster is down) the answer is what was read.
 func (a *API) syncStatus(r *http.Request) {
 	_, statuses := a.h.clusterOf()
 	if statuses == nil {
 		return
 	}
-	c, cancel := ctx(r)
+	c, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if err := statuses.CatchUp(c); err != nil {
 		a.h.log.Warn("reading the connect status topic", "topic", statuses.topic, "err", err)
@@ -477,6 +478,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.h.wait()
+	a.h.publish(c) // the leader owns the connector: its status is there at once
 	conn, _ := a.h.store.Get(name)
 	w.Header().Set("Location", "/connectors/"+name)
 	reply(w, http.StatusCreated, a.infoOf(conn))
@@ -530,6 +532,7 @@ func (a *API) putConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.h.wait()
+	a.h.publish(c)
 	conn, _ := a.h.store.Get(name)
 	code := http.StatusOK
 	if !exists {
