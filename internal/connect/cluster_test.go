@@ -311,3 +311,42 @@ func TestClusterAPI(t *testing.T) {
 		return len(ws[0].st.Names()) == 0
 	})
 }
+
+// TestParseWorkerStatus: the status topic keys of a Connect worker file.
+func TestParseWorkerStatus(t *testing.T) {
+	const base = "bootstrap.servers=b:1\ngroup.id=g\nconfig.storage.topic=c\n"
+	tests := []struct {
+		name, file    string
+		topic         string
+		rf            int16
+		partitions    int32
+		err, warnings string
+	}{
+		{"as Connect's sample", base + "status.storage.topic=connect-status\nstatus.storage.replication.factor=1\nstatus.storage.partitions=3\n", "connect-status", 1, 3, "", ""},
+		{"Connect's defaults", base + "status.storage.topic=st\n", "st", 3, 5, "", ""},
+		{"broker default RF", base + "status.storage.topic=st\nstatus.storage.replication.factor=-1\n", "st", -1, 5, "", ""},
+		{"missing topic", base, "g-status", 3, 5, "", "status.storage.topic: missing"},
+		{"bad partitions", base + "status.storage.topic=st\nstatus.storage.partitions=0\n", "", 0, 0, "w.properties:5: status.storage.partitions: want a positive number", ""},
+		{"bad RF", base + "status.storage.topic=st\nstatus.storage.replication.factor=0\n", "", 0, 0, "status.storage.replication.factor: want a positive number or -1", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := ParseWorker("w.properties", []byte(tc.file))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.StatusTopic != tc.topic || w.StatusRF != tc.rf || w.StatusPartitions != tc.partitions {
+				t.Errorf("status topic %q rf %d partitions %d, want %q %d %d", w.StatusTopic, w.StatusRF, w.StatusPartitions, tc.topic, tc.rf, tc.partitions)
+			}
+			if got := strings.Join(w.Warnings, "\n"); tc.warnings != "" && !strings.Contains(got, tc.warnings) || tc.warnings == "" && strings.Contains(got, "status.storage") {
+				t.Errorf("warnings %q, want %q", got, tc.warnings)
+			}
+		})
+	}
+}
