@@ -261,6 +261,17 @@ func TestClusterAPI(t *testing.T) {
 	if code, _ := call(t, "GET", ws[0].url+"/connectors/mm2-sh-to-sz/tasks/3/status", ""); code != 404 {
 		t.Errorf("task 3 of 3 workers: %d, want 404", code)
 	}
+	// A task left by a worker gone since: the leader removes it.
+	if err := ws[1].st.Put(context.Background(), TaskStatusKey("mm2-sh-to-sz", 5), &StatusRecord{State: "RUNNING", WorkerID: "gone:8083", Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the leader to remove task 5", func() bool {
+		if err := ws[1].st.CatchUp(context.Background()); err != nil {
+			return false
+		}
+		_, ok := ws[1].st.Task("mm2-sh-to-sz", 5)
+		return !ok
+	})
 
 	// Task 2 restarts on worker 2, asked through worker 0.
 	if code, b := call(t, "POST", ws[0].url+"/connectors/mm2-sh-to-sz/tasks/2/restart", ""); code != 204 {

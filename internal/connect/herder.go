@@ -295,16 +295,30 @@ func (h *Herder) publish(ctx context.Context) {
 			h.put(ctx, statuses, ConnectorStatusKey(c.Name), &rec)
 		}
 	}
+	// The leader also removes what workers gone since left behind: tasks
+	// numbered past the workers of this generation, and every record of a
+	// deleted connector; another worker removes its own.
+	leads := v.Workers[v.Self] == v.Leader
+	caughtUp := false
 	for _, name := range statuses.Names() {
-		if _, ok := h.store.Get(name); ok {
-			continue
+		c, ok := h.store.Get(name)
+		if !ok && !caughtUp {
+			// A connector created a moment ago may not be read yet.
+			caughtUp = true
+			if err := h.store.CatchUp(ctx); err != nil {
+				return
+			}
+			c, ok = h.store.Get(name)
 		}
-		// Deleted: tombstone what this worker wrote.
-		if r, ok := statuses.Connector(name); ok && r.WorkerID == self.ID {
-			h.put(ctx, statuses, ConnectorStatusKey(name), nil)
+		if !ok {
+			if r, has := statuses.Connector(name); has && (leads || r.WorkerID == self.ID) {
+				h.put(ctx, statuses, ConnectorStatusKey(name), nil)
+			}
 		}
 		for _, id := range statuses.Tasks(name) {
-			if r, ok := statuses.Task(name, id); ok && r.WorkerID == self.ID {
+			r, _ := statuses.Task(name, id)
+			gone := !ok || c.State == Stopped || id >= len(v.Workers)
+			if gone && (leads || r.WorkerID == self.ID) {
 				h.put(ctx, statuses, TaskStatusKey(name, id), nil)
 			}
 		}

@@ -75,7 +75,9 @@ func (a *API) peers() (*http.Client, error) {
 
 // forward sends request r, whose body is body, to worker to and copies
 // its answer back, as Connect forwards to the leader or a task's worker.
-// The bearer token goes along.
+// The bearer token goes along. A success is first read back from the
+// config topic here, so the client's next request to this worker sees its
+// change.
 func (a *API) forward(w http.ResponseWriter, r *http.Request, to Member, body []byte) {
 	cl, err := a.peers()
 	if err != nil {
@@ -110,6 +112,12 @@ func (a *API) forward(w http.ResponseWriter, r *http.Request, to Member, body []
 		return
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode < 300 {
+		if err := a.h.store.CatchUp(c); err != nil {
+			a.h.log.Warn("reading the connect config topic after a forwarded request", "err", err)
+		}
+		a.h.Kick()
+	}
 	for _, h := range []string{"Content-Type", "Location"} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
@@ -341,6 +349,15 @@ func (a *API) withConnector(fn func(http.ResponseWriter, *http.Request, Connecto
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		c, ok := a.h.store.Get(name)
+		if !ok {
+			// Created through another worker a moment ago?
+			cx, cancel := ctx(r)
+			err := a.h.store.CatchUp(cx)
+			cancel()
+			if err == nil {
+				c, ok = a.h.store.Get(name)
+			}
+		}
 		if !ok {
 			fail(w, http.StatusNotFound, "Connector "+name+" not found")
 			return
