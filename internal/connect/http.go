@@ -157,13 +157,13 @@ func (a *API) toOwner(w http.ResponseWriter, r *http.Request, v View, owner int)
 }
 
 // syncStatus reads the status topic to its end before an answer; when
-// that takes over 5 s (the cluster is down) the answer is what was read.
+// that takes over 15 s (the cluster is down) the answer is what was read.
 func (a *API) syncStatus(r *http.Request) {
 	_, statuses := a.h.clusterOf()
 	if statuses == nil {
 		return
 	}
-	c, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	c, cancel := context.WithTimeout(r.Context(), 15*time.Second)
 	defer cancel()
 	if err := statuses.CatchUp(c); err != nil {
 		a.h.log.Warn("reading the connect status topic", "topic", statuses.topic, "err", err)
