@@ -258,7 +258,7 @@ func (h *Herder) restarts() {
 func (h *Herder) wait() { h.reconcile() }
 
 // publish writes to the status topic what changed of this worker's share:
-// task VIEW.Self of every connector that is not stopped, and the status
+// task View.Self of every connector that is not stopped, and the status
 // of the connectors this worker owns (View.ConnectorOwner); a deleted
 // connector's records become tombstones, as Connect writes them.
 func (h *Herder) publish(ctx context.Context) {
@@ -272,10 +272,11 @@ func (h *Herder) publish(ctx context.Context) {
 	}
 	h.pubMu.Lock()
 	defer h.pubMu.Unlock()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := statuses.CatchUp(ctx); err != nil {
-		if ctx.Err() == nil {
+		if parent.Err() == nil {
 			h.log.Warn("reading the connect status topic", "topic", statuses.topic, "err", err)
 		}
 		return
