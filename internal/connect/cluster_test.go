@@ -337,6 +337,7 @@ func TestParseWorkerStatus(t *testing.T) {
 		{"Connect's defaults", base + "status.storage.topic=st\n", "st", 3, 5, "", ""},
 		{"broker default RF", base + "status.storage.topic=st\nstatus.storage.replication.factor=-1\n", "st", -1, 5, "", ""},
 		{"missing topic", base, "g-status", 3, 5, "", "status.storage.topic: missing"},
+		{"RF as the config topic's", base + "config.storage.replication.factor=1\nstatus.storage.topic=st\n", "st", 1, 5, "", ""},
 		{"bad partitions", base + "status.storage.topic=st\nstatus.storage.partitions=0\n", "", 0, 0, "w.properties:5: status.storage.partitions: want a positive number", ""},
 		{"bad RF", base + "status.storage.topic=st\nstatus.storage.replication.factor=0\n", "", 0, 0, "status.storage.replication.factor: want a positive number or -1", ""},
 	}

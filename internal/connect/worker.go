@@ -153,6 +153,12 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 			errs = append(errs, fmt.Sprintf("%s: %s: missing (a Connect distributed worker needs it)", path, k))
 		}
 	}
+	if _, ok := p.Get("status.storage.replication.factor"); !ok {
+		// Connect's default is 3; a file that sets the config topic's
+		// (for a small cluster) and predates kmirror's status topic
+		// gets that.
+		w.StatusRF = w.ConfigRF
+	}
 	if w.StatusTopic == "" && w.GroupID != "" {
 		// Connect requires the key; files written for an earlier
 		// kmirror connect, which kept status in memory, may lack it.
