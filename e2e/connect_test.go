@@ -149,11 +149,17 @@ func TestConnectREST(t *testing.T) {
 	produceN(t, sh, west, 1, 8, "west")
 	waitFor(t, 60*time.Second, "us-west records on us-east", func() bool { return countOrZero(t, sz, "us-west."+west) >= 8 })
 
+	// Both workers are in the workers' group: every connector has a task
+	// on each.
+	waitFor(t, 30*time.Second, "two tasks of us-west-source", func() bool {
+		_, b := rest(t, "GET", port1, "/connectors/us-west-source/status", "")
+		return strings.Contains(b, `"id":1,`)
+	})
 	// Kafka's own Connect REST client reads kmirror's answers into
 	// Connect's entities, and starts a MirrorHeartbeatConnector.
 	hbAlias := alias(t, "java")
 	got := runConnectJava(t, "http://127.0.0.1:"+port1, strings.Join(sh.Bootstrap, ","), hbAlias)
-	for _, line := range []string{"server true", "created 201 java-hb source", "status RUNNING 1", "offsets 1",
+	for _, line := range []string{"server true", "created 201 java-hb source", "status RUNNING 2", "offsets 1",
 		"connectors java-hb,mm2-sh-to-sz,us-west-source", "expanded RUNNING", "plugins 3", "validate 1", "missing 404 Connector nope not found"} {
 		if !strings.Contains(got, line+"\n") && !strings.HasSuffix(got, line) {
 			t.Errorf("the Java Connect client printed\n%s\nwithout %q", got, line)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/connect"
+	"github.com/kmirror/kmirror/internal/dashboard"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/rest"
 	"github.com/kmirror/kmirror/internal/runner"
@@ -43,6 +45,8 @@ func connectCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kmirror connect:", err)
 		return 2
 	}
+	logs := dashboard.NewLogRing(dashboard.DefaultLogs)
+	log = slog.New(logs.Wrap(log.Handler()))
 	w, err := connect.LoadWorker(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror connect: invalid worker file:")
@@ -84,17 +88,36 @@ func connectCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer store.Close()
+	statuses, err := connect.OpenStatusStore(ctx, w, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror connect:", err)
+		return 1
+	}
+	defer statuses.Close()
 	run := runner.New("", &config.Config{Path: w.Path}, nil, m, log)
 	h := connect.NewHerder(w, store, run, log)
 	api := connect.NewAPI(h, clusterID(ctx, w))
-	srv, _, err := rest.Start(run, rest.Listen{Name: "Connect REST API", Addr: w.Listener, CertFile: w.REST.TLSCert, Key: w.REST.TLSKey, AllowedHosts: w.REST.AllowedHosts}, token, log, rest.Mount{Patterns: connect.Patterns, Build: api.Handler})
+	// The dashboard shows every connector's flow on this worker.
+	dash := dashboard.New(dashboard.Config{Source: h, Metrics: m, Logs: logs})
+	srv, _, err := rest.Start(run, rest.Listen{Name: "Connect REST API", Addr: w.Listener, CertFile: w.REST.TLSCert, Key: w.REST.TLSKey, AllowedHosts: w.REST.AllowedHosts}, token, log,
+		rest.Mount{Patterns: connect.Patterns, Build: api.Handler}, rest.Mount{Patterns: []string{"/ui/"}, Build: dash.Mount})
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror connect:", err)
 		return 1
 	}
 	defer srv.Close()
-	log.Info("connect worker started", "worker_id", w.WorkerID, "config_topic", w.ConfigTopic, "connectors", len(store.List()))
+	// Join the workers' group once the API answers: the others forward
+	// requests to this worker as soon as the group lists it.
+	cluster, err := connect.JoinCluster(w, w.URL(), h.Kick, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror connect:", err)
+		return 1
+	}
+	defer cluster.Close()
+	h.SetCluster(cluster, statuses)
+	log.Info("connect worker started", "worker_id", w.WorkerID, "url", w.URL(), "group", w.GroupID, "config_topic", w.ConfigTopic, "status_topic", w.StatusTopic, "connectors", len(store.List()))
 	go h.Run(ctx)
+	go dash.Run(ctx)
 	if err := run.Run(ctx); err != nil {
 		log.Error("kmirror stopped with an error", "err", err)
 		return 1

@@ -225,10 +225,11 @@ func TestEscape(t *testing.T) {
 
 // fakeFlows records what the herder asks of the runner.
 type fakeFlows struct {
-	mu    sync.Mutex
-	flows map[string]string // name -> runner state
-	kinds map[string]runner.Kind
-	fail  map[string]string
+	mu       sync.Mutex
+	flows    map[string]string // name -> runner state
+	kinds    map[string]runner.Kind
+	fail     map[string]string
+	restarts map[string]int
 }
 
 func (f *fakeFlows) Add(name string, _ *config.Flow, kind runner.Kind) error {
@@ -253,9 +254,23 @@ func (f *fakeFlows) set(name, st string) error {
 	f.flows[name] = st
 	return nil
 }
-func (f *fakeFlows) Pause(name string) error   { return f.set(name, "paused") }
-func (f *fakeFlows) Resume(name string) error  { return f.set(name, "running") }
-func (f *fakeFlows) Restart(name string) error { return f.set(name, "running") }
+func (f *fakeFlows) Pause(name string) error  { return f.set(name, "paused") }
+func (f *fakeFlows) Resume(name string) error { return f.set(name, "running") }
+func (f *fakeFlows) Restart(name string) error {
+	f.mu.Lock()
+	if f.restarts == nil {
+		f.restarts = map[string]int{}
+	}
+	f.restarts[name]++
+	f.mu.Unlock()
+	return f.set(name, "running")
+}
+
+func (f *fakeFlows) restarted(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.restarts[name]
+}
 func (f *fakeFlows) Status() []runner.FlowStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -19,7 +19,7 @@ func FuzzStoreApply(f *testing.F) {
 	f.Add([]byte("connector-a"), []byte(`{"properties":null}`), []byte(`{"state":7}`))
 	f.Add([]byte("target-state-a"), []byte(`[]`), []byte(``))
 	f.Fuzz(func(t *testing.T, key, value, state []byte) {
-		s := &Store{topic: "cfg", log: slog.New(slog.NewTextHandler(io.Discard, nil)), conns: map[string]*Connector{}}
+		s := &Store{topicLog: &topicLog{topic: "cfg", log: slog.New(slog.NewTextHandler(io.Discard, nil))}, conns: map[string]*Connector{}, opened: true}
 		s.apply(&kgo.Record{Key: key, Value: value})
 		if len(key) > len("connector-") {
 			s.apply(&kgo.Record{Key: append([]byte("target-state-"), key[len("connector-"):]...), Value: state})
@@ -28,6 +28,26 @@ func FuzzStoreApply(f *testing.F) {
 			if c.Props == nil {
 				t.Fatalf("connector %q kept without properties", name)
 			}
+		}
+	})
+}
+
+// FuzzStatusRecord feeds the status topic's reader any key and value:
+// it must not panic, and a record it reads encodes back to one that reads
+// the same.
+func FuzzStatusRecord(f *testing.F) {
+	f.Add([]byte("status-task-a-b-3"), []byte(`{"state":"RUNNING","trace":null,"worker_id":"h:8083","generation":3}`))
+	f.Add([]byte("status-connector-a"), []byte(`{"state":"FAILED","trace":"x\ny","worker_id":"","generation":-1}`))
+	f.Fuzz(func(t *testing.T, key, value []byte) {
+		s := &StatusStore{topicLog: &topicLog{topic: "st", log: slog.New(slog.NewTextHandler(io.Discard, nil))}, conns: map[string]StatusRecord{}, tasks: map[string]map[int]StatusRecord{}}
+		s.apply(&kgo.Record{Key: key, Value: value})
+		r, err := DecodeStatus(value)
+		if err != nil {
+			return
+		}
+		back, err := DecodeStatus(EncodeStatus(r))
+		if err != nil || !sameStatus(r, back) {
+			t.Fatalf("%q read as %+v, encoded and read back as %+v (%v)", value, r, back, err)
 		}
 	})
 }

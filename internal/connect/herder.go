@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sort"
 	"sync"
 	"time"
 
@@ -25,12 +26,19 @@ type Flows interface {
 }
 
 // Herder makes the flows of this worker match the config topic: a flow
-// per connector that is not stopped, paused when its target state is.
+// per connector that is not stopped, paused when its target state is. In
+// a cluster (SetCluster) it also writes this worker's share of every
+// connector to the status topic and acts on restart requests.
 type Herder struct {
 	w     *Worker
 	store *Store
 	flows Flows
 	log   *slog.Logger
+
+	clMu     sync.Mutex
+	cluster  Viewer       // nil: a worker on its own
+	statuses *StatusStore // nil: status only in memory
+	pubMu    sync.Mutex   // one publish at a time
 
 	mu      sync.Mutex
 	running map[string]map[string]string // connector -> the props its flow runs
@@ -44,11 +52,54 @@ func NewHerder(w *Worker, store *Store, flows Flows, log *slog.Logger) *Herder {
 		running: map[string]map[string]string{}, invalid: map[string]error{}, kick: make(chan struct{}, 1)}
 }
 
+// Viewer gives the cluster's current assignment; *Cluster is one.
+type Viewer interface{ View() View }
+
+// SetCluster makes the herder one worker of a cluster: v tells its share,
+// st is the status topic it writes that share to.
+func (h *Herder) SetCluster(v Viewer, st *StatusStore) {
+	h.clMu.Lock()
+	defer h.clMu.Unlock()
+	h.cluster, h.statuses = v, st
+}
+
+// clusterOf returns what SetCluster set.
+func (h *Herder) clusterOf() (Viewer, *StatusStore) {
+	h.clMu.Lock()
+	defer h.clMu.Unlock()
+	return h.cluster, h.statuses
+}
+
+// view returns the cluster's assignment; a worker on its own, or one not
+// yet assigned, is the only worker.
+func (h *Herder) view() View {
+	if cl, _ := h.clusterOf(); cl != nil {
+		if v := cl.View(); v.Joined() {
+			return v
+		}
+	}
+	self := Member{ID: h.w.WorkerID, URL: h.w.URL()}
+	return View{Leader: self, Workers: []Member{self}, Self: 0}
+}
+
 // Run follows the config topic and reconciles the flows until ctx ends;
 // once a second it also retries what a flow was not ready for (pausing a
-// flow that is still starting).
+// flow that is still starting). Beside, once a second, it writes this
+// worker's changes to the status topic.
 func (h *Herder) Run(ctx context.Context) {
 	go h.store.Follow(ctx, 500*time.Millisecond, h.Kick)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			h.publish(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -73,6 +124,7 @@ func (h *Herder) Kick() {
 func (h *Herder) reconcile() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer h.restarts()
 	want := map[string]bool{}
 	states := map[string]string{}
 	for _, f := range h.flows.Status() {
@@ -179,5 +231,152 @@ func (h *Herder) restart(name string) error {
 	return h.flows.Restart(name)
 }
 
+// restarts acts on the restart requests read from the config topic:
+// this worker's share of each connector restarts (only a failed one with
+// only-failed). h.mu is held.
+func (h *Herder) restarts() {
+	reqs := h.store.TakeRestarts()
+	if len(reqs) == 0 {
+		return
+	}
+	failed := map[string]bool{}
+	for _, f := range h.flows.Status() {
+		failed[f.Name] = f.State == "failed"
+	}
+	for _, r := range reqs {
+		if _, ok := h.running[r.Connector]; !ok || (r.OnlyFailed && !failed[r.Connector]) {
+			continue
+		}
+		h.log.Info("restarting this worker's share of a connector, as requested in the config topic", "connector", r.Connector, "only_failed", r.OnlyFailed)
+		if err := h.flows.Restart(r.Connector); err != nil {
+			h.log.Warn("restarting connector", "connector", r.Connector, "err", err)
+		}
+	}
+}
+
 // wait reconciles now, so a request's change shows in the next status.
 func (h *Herder) wait() { h.reconcile() }
+
+// publish writes to the status topic what changed of this worker's share:
+// task View.Self of every connector that is not stopped, and the status
+// of the connectors this worker owns (View.ConnectorOwner); a deleted
+// connector's records become tombstones, as Connect writes them.
+func (h *Herder) publish(ctx context.Context) {
+	cl, statuses := h.clusterOf()
+	if statuses == nil || cl == nil {
+		return
+	}
+	v := cl.View()
+	if !v.Joined() {
+		return
+	}
+	h.pubMu.Lock()
+	defer h.pubMu.Unlock()
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := statuses.CatchUp(ctx); err != nil {
+		if parent.Err() == nil {
+			h.log.Warn("reading the connect status topic", "topic", statuses.topic, "err", err)
+		}
+		return
+	}
+	self := v.Workers[v.Self]
+	for _, c := range h.store.List() {
+		st := h.status(c)
+		rec := StatusRecord{State: st.State, WorkerID: self.ID, Generation: v.Generation}
+		if st.Trace != "" {
+			tr := st.Trace
+			rec.Trace = &tr
+		}
+		if c.State != Stopped {
+			h.put(ctx, statuses, TaskStatusKey(c.Name, v.Self), &rec)
+		}
+		if v.ConnectorOwner(c.Name) == v.Self {
+			h.put(ctx, statuses, ConnectorStatusKey(c.Name), &rec)
+		}
+	}
+	// The leader also removes what workers gone since left behind: tasks
+	// numbered past the workers of this generation, and every record of a
+	// deleted connector; another worker removes its own.
+	leads := v.Workers[v.Self] == v.Leader
+	caughtUp := false
+	for _, name := range statuses.Names() {
+		c, ok := h.store.Get(name)
+		if !ok && !caughtUp {
+			// A connector created a moment ago may not be read yet.
+			caughtUp = true
+			if err := h.store.CatchUp(ctx); err != nil {
+				return
+			}
+			c, ok = h.store.Get(name)
+		}
+		if !ok {
+			if r, has := statuses.Connector(name); has && (leads || r.WorkerID == self.ID) {
+				h.put(ctx, statuses, ConnectorStatusKey(name), nil)
+			}
+		}
+		for _, id := range statuses.Tasks(name) {
+			r, _ := statuses.Task(name, id)
+			gone := !ok || c.State == Stopped || id >= len(v.Workers)
+			if gone && (leads || r.WorkerID == self.ID) {
+				h.put(ctx, statuses, TaskStatusKey(name, id), nil)
+			}
+		}
+	}
+}
+
+// put writes rec under key unless the topic holds it already.
+func (h *Herder) put(ctx context.Context, statuses *StatusStore, key string, rec *StatusRecord) {
+	name, task, _ := ParseStatusKey(key)
+	var cur StatusRecord
+	var ok bool
+	if task < 0 {
+		cur, ok = statuses.Connector(name)
+	} else {
+		cur, ok = statuses.Task(name, task)
+	}
+	if rec == nil && !ok || rec != nil && ok && sameStatus(cur, *rec) {
+		return
+	}
+	if err := statuses.Put(ctx, key, rec); err != nil && ctx.Err() == nil {
+		h.log.Warn("writing the connect status topic", "topic", statuses.topic, "key", key, "err", err)
+	}
+}
+
+func sameStatus(a, b StatusRecord) bool {
+	at, bt := "", ""
+	if a.Trace != nil {
+		at = *a.Trace
+	}
+	if b.Trace != nil {
+		bt = *b.Trace
+	}
+	return a.State == b.State && a.WorkerID == b.WorkerID && a.Generation == b.Generation && at == bt && (a.Trace == nil) == (b.Trace == nil)
+}
+
+// Status lists every connector's flow on this worker, for the dashboard:
+// the runner's flows, and a stopped or invalid connector (which has no
+// flow) with its state.
+func (h *Herder) Status() []runner.FlowStatus {
+	out := h.flows.Status()
+	have := map[string]bool{}
+	for _, f := range out {
+		have[f.Name] = true
+	}
+	for _, c := range h.store.List() {
+		if have[c.Name] {
+			continue
+		}
+		f := runner.FlowStatus{Name: c.Name, Kind: runner.Replication, State: "stopped"}
+		if spec, err := Translate(c.Name, c.Props, h.w); err == nil {
+			f.Kind = spec.Kind()
+		}
+		if st := h.status(c); st.State == "FAILED" {
+			f.State, f.Error = "failed", st.Trace
+		}
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

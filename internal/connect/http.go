@@ -1,30 +1,174 @@
 package connect
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/version"
 )
 
-// API serves Connect's REST resources for a herder.
+// API serves Connect's REST resources for a herder. In a cluster it
+// answers for all workers, as Connect does: status from the status topic,
+// connector creates and config updates forwarded to the leader (which
+// takes them one at a time, so of two creates of a name one gets 409),
+// and restarts forwarded to the worker that runs the task or connector.
 type API struct {
 	h         *Herder
 	clusterID string
+
+	createMu sync.Mutex // the leader's creates and updates, one at a time
+
+	clientOnce sync.Once
+	client     *http.Client // to the other workers
+	clientErr  error
 }
 
 // NewAPI returns the API of h; clusterID is the worker cluster's ID, for
 // GET /.
 func NewAPI(h *Herder, clusterID string) *API { return &API{h: h, clusterID: clusterID} }
+
+// forwardedKey is the query parameter of a forwarded request, as
+// Connect's: forward=false asks the worker to handle it itself.
+const forwardedKey = "forward"
+
+func forwarded(r *http.Request) bool { return r.URL.Query().Get(forwardedKey) == "false" }
+
+// peers is the HTTP client to the other workers: with an https listener
+// it trusts the system's roots and this worker's own certificate (the
+// workers of a cluster usually share one).
+func (a *API) peers() (*http.Client, error) {
+	a.clientOnce.Do(func() {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if cert := a.h.w.REST.TLSCert; cert != "" {
+			pool, err := x509.SystemCertPool()
+			if err != nil {
+				pool = x509.NewCertPool()
+			}
+			pem, err := os.ReadFile(cert)
+			if err != nil {
+				a.clientErr = err
+				return
+			}
+			pool.AppendCertsFromPEM(pem)
+			tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
+		a.client = &http.Client{Transport: tr, Timeout: 35 * time.Second}
+	})
+	return a.client, a.clientErr
+}
+
+// forward sends request r, whose body is body, to worker to and copies
+// its answer back, as Connect forwards to the leader or a task's worker.
+// The bearer token goes along. A success is first read back from the
+// config topic here, so the client's next request to this worker sees its
+// change.
+func (a *API) forward(w http.ResponseWriter, r *http.Request, to Member, body []byte) {
+	cl, err := a.peers()
+	if err != nil {
+		fail(w, http.StatusInternalServerError, "Cannot forward the request to worker "+to.ID+": "+err.Error())
+		return
+	}
+	u, err := url.Parse(to.URL)
+	if err != nil || u.Host == "" {
+		fail(w, http.StatusInternalServerError, "Worker "+to.ID+" has no usable URL")
+		return
+	}
+	target := *r.URL
+	target.Scheme, target.Host = u.Scheme, u.Host
+	q := target.Query()
+	q.Set(forwardedKey, "false")
+	target.RawQuery = q.Encode()
+	c, cancel := ctx(r)
+	defer cancel()
+	req, err := http.NewRequestWithContext(c, r.Method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		fail(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	for _, h := range []string{"Authorization", "Content-Type", "Accept"} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		fail(w, http.StatusInternalServerError, "Error trying to forward the request to worker "+to.ID+": "+err.Error())
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 300 {
+		if err := a.h.store.CatchUp(c); err != nil {
+			a.h.log.Warn("reading the connect config topic after a forwarded request", "err", err)
+		}
+		a.h.Kick()
+	}
+	for _, h := range []string{"Content-Type", "Location"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, maxBody))
+}
+
+// readBody reads r's body (up to maxBody) and puts it back for the
+// handler, so a request can be forwarded or handled here.
+func readBody(r *http.Request) []byte {
+	b, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return b
+}
+
+// toLeader forwards r to the leader unless this worker leads (or r was
+// forwarded already); it reports whether it did.
+func (a *API) toLeader(w http.ResponseWriter, r *http.Request) bool {
+	v := a.h.view()
+	if forwarded(r) || v.Leader == v.Workers[v.Self] {
+		return false
+	}
+	a.forward(w, r, v.Leader, readBody(r))
+	return true
+}
+
+// toOwner forwards r to worker owner unless it is this one (or r was
+// forwarded already); it reports whether it did.
+func (a *API) toOwner(w http.ResponseWriter, r *http.Request, v View, owner int) bool {
+	if forwarded(r) || owner == v.Self || owner >= len(v.Workers) {
+		return false
+	}
+	a.forward(w, r, v.Workers[owner], readBody(r))
+	return true
+}
+
+// syncStatus reads the status topic to its end before an answer; when
+// that takes over 15 s (the cluster is down) the answer is what was read.
+func (a *API) syncStatus(r *http.Request) {
+	_, statuses := a.h.clusterOf()
+	if statuses == nil {
+		return
+	}
+	c, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	if err := statuses.CatchUp(c); err != nil {
+		a.h.log.Warn("reading the connect status topic", "topic", statuses.topic, "err", err)
+	}
+}
 
 // Patterns are the ServeMux patterns Connect's REST API answers.
 var Patterns = []string{"/{$}", "/connectors", "/connectors/", "/connector-plugins", "/connector-plugins/"}
@@ -112,26 +256,63 @@ type taskState struct {
 	State
 }
 
+// tasks is how many tasks a connector has: one per worker (each runs its
+// share of the connector's flow), none when stopped.
+func (a *API) taskCount(c Connector, v View) int {
+	if c.State == Stopped {
+		return 0
+	}
+	return len(v.Workers)
+}
+
 func (a *API) infoOf(c Connector) info {
 	in := info{Name: c.Name, Config: c.Props, Tasks: []taskID{}, Type: "source"}
-	if c.State != Stopped {
-		in.Tasks = append(in.Tasks, taskID{c.Name, 0})
+	for i := range a.taskCount(c, a.h.view()) {
+		in.Tasks = append(in.Tasks, taskID{c.Name, i})
 	}
 	return in
 }
 
-// statusOf reports the connector and its one task (kmirror runs one flow
-// per connector on each worker) as this worker sees them.
+// statusOf reports the connector and its tasks, one per worker: this
+// worker's own from its flow, the others' from the status topic.
 func (a *API) statusOf(c Connector) status {
-	st := a.h.status(c)
-	s := status{Name: c.Name, Connector: State{State: st.State, WorkerID: st.WorkerID}, Tasks: []taskState{}, Type: "source"}
-	if st.State == "FAILED" {
-		s.Connector.Trace = st.Trace
+	v := a.h.view()
+	local := a.h.status(c)
+	s := status{Name: c.Name, Connector: a.entry(c.Name, -1, v.ConnectorOwner(c.Name), v, local), Tasks: []taskState{}, Type: "source"}
+	if s.Connector.State != "FAILED" {
+		s.Connector.Trace = ""
 	}
-	if c.State != Stopped {
-		s.Tasks = append(s.Tasks, taskState{0, st})
+	for i := range a.taskCount(c, v) {
+		s.Tasks = append(s.Tasks, taskState{i, a.entry(c.Name, i, i, v, local)})
 	}
 	return s
+}
+
+// entry is the state of connector name (task -1) or of one of its tasks,
+// which worker owner runs: local when that is this worker, else the
+// status topic's record, else UNASSIGNED (the owner has not written yet).
+func (a *API) entry(name string, task, owner int, v View, local State) State {
+	if owner == v.Self {
+		local.WorkerID = v.Workers[owner].ID
+		return local
+	}
+	var rec StatusRecord
+	ok := false
+	if _, statuses := a.h.clusterOf(); statuses != nil {
+		if task < 0 {
+			rec, ok = statuses.Connector(name)
+		} else {
+			rec, ok = statuses.Task(name, task)
+		}
+	}
+	if !ok {
+		return State{State: "UNASSIGNED", WorkerID: v.Workers[owner].ID}
+	}
+	st := State{State: rec.State, WorkerID: rec.WorkerID}
+	if rec.Trace != nil {
+		st.Trace = *rec.Trace
+	}
+	return st
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request) {
@@ -144,6 +325,9 @@ func (a *API) list(w http.ResponseWriter, r *http.Request) {
 		}
 		reply(w, http.StatusOK, names)
 		return
+	}
+	if slices.Contains(expand, "status") {
+		a.syncStatus(r)
 	}
 	out := make(map[string]map[string]any, len(conns))
 	for _, c := range conns {
@@ -165,6 +349,15 @@ func (a *API) withConnector(fn func(http.ResponseWriter, *http.Request, Connecto
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		c, ok := a.h.store.Get(name)
+		if !ok {
+			// Created through another worker a moment ago?
+			cx, cancel := ctx(r)
+			err := a.h.store.CatchUp(cx)
+			cancel()
+			if err == nil {
+				c, ok = a.h.store.Get(name)
+			}
+		}
 		if !ok {
 			fail(w, http.StatusNotFound, "Connector "+name+" not found")
 			return
@@ -245,6 +438,9 @@ func ctx(r *http.Request) (context.Context, context.CancelFunc) {
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request) {
+	if a.toLeader(w, r) {
+		return
+	}
 	var body struct {
 		Name         string         `json:"name"`
 		Config       map[string]any `json:"config"`
@@ -284,6 +480,8 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	}
 	c, cancel := ctx(r)
 	defer cancel()
+	a.createMu.Lock()
+	defer a.createMu.Unlock()
 	if err := a.h.store.CatchUp(c); err != nil {
 		fail(w, http.StatusInternalServerError, err.Error())
 		return
@@ -297,6 +495,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.h.wait()
+	a.h.publish(c) // the leader owns the connector: its status is there at once
 	conn, _ := a.h.store.Get(name)
 	w.Header().Set("Location", "/connectors/"+name)
 	reply(w, http.StatusCreated, a.infoOf(conn))
@@ -311,6 +510,9 @@ func (a *API) getConfig(w http.ResponseWriter, _ *http.Request, c Connector) {
 }
 
 func (a *API) putConfig(w http.ResponseWriter, r *http.Request) {
+	if a.toLeader(w, r) {
+		return
+	}
 	name := r.PathValue("name")
 	var raw map[string]any
 	if !readJSON(w, r, &raw) {
@@ -331,6 +533,8 @@ func (a *API) putConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	c, cancel := ctx(r)
 	defer cancel()
+	a.createMu.Lock()
+	defer a.createMu.Unlock()
 	if err := a.h.store.CatchUp(c); err != nil {
 		fail(w, http.StatusInternalServerError, err.Error())
 		return
@@ -345,6 +549,7 @@ func (a *API) putConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.h.wait()
+	a.h.publish(c)
 	conn, _ := a.h.store.Get(name)
 	code := http.StatusOK
 	if !exists {
@@ -365,7 +570,8 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, c Connector) {
 	reply(w, http.StatusNoContent, nil)
 }
 
-func (a *API) status(w http.ResponseWriter, _ *http.Request, c Connector) {
+func (a *API) status(w http.ResponseWriter, r *http.Request, c Connector) {
+	a.syncStatus(r)
 	reply(w, http.StatusOK, a.statusOf(c))
 }
 
@@ -375,29 +581,35 @@ func (a *API) tasks(w http.ResponseWriter, _ *http.Request, c Connector) {
 		Config map[string]string `json:"config"`
 	}
 	out := []task{}
-	if c.State != Stopped {
-		out = append(out, task{taskID{c.Name, 0}, c.Props})
+	for i := range a.taskCount(c, a.h.view()) {
+		out = append(out, task{taskID{c.Name, i}, c.Props})
 	}
 	reply(w, http.StatusOK, out)
 }
 
-func (a *API) task(w http.ResponseWriter, r *http.Request, c Connector) bool {
-	if r.PathValue("task") != "0" || c.State == Stopped {
+// task returns the task of the path and the view it is in.
+func (a *API) task(w http.ResponseWriter, r *http.Request, c Connector) (int, View, bool) {
+	v := a.h.view()
+	id, err := strconv.Atoi(r.PathValue("task"))
+	if err != nil || id < 0 || id >= a.taskCount(c, v) || strconv.Itoa(id) != r.PathValue("task") {
 		fail(w, http.StatusNotFound, fmt.Sprintf("Task %s-%s not found", c.Name, r.PathValue("task")))
-		return false
+		return 0, v, false
 	}
-	return true
+	return id, v, true
 }
 
 func (a *API) taskStatus(w http.ResponseWriter, r *http.Request, c Connector) {
-	if a.task(w, r, c) {
-		reply(w, http.StatusOK, taskState{0, a.h.status(c)})
+	if id, v, ok := a.task(w, r, c); ok {
+		a.syncStatus(r)
+		reply(w, http.StatusOK, taskState{id, a.entry(c.Name, id, id, v, a.h.status(c))})
 	}
 }
 
+// taskRestart restarts a task on the worker that runs it: here, or
+// forwarded there.
 func (a *API) taskRestart(w http.ResponseWriter, r *http.Request, c Connector) {
-	if a.task(w, r, c) {
-		a.doRestart(w, c, http.StatusNoContent, false)
+	if id, v, ok := a.task(w, r, c); ok && !a.toOwner(w, r, v, id) {
+		a.doRestart(w, c)
 	}
 }
 
@@ -414,24 +626,38 @@ func (a *API) setState(state string, code int) func(http.ResponseWriter, *http.R
 	}
 }
 
-// restart restarts the connector's flow on this worker. With includeTasks
-// or onlyFailed Connect answers 202 and the status; kmirror's connector
-// and task are the same flow, so onlyFailed restarts it only when failed.
+// restart restarts the connector. Alone, it is the flow of the worker
+// that owns the connector (View.ConnectorOwner), here or forwarded there.
+// With includeTasks or onlyFailed, as Connect (KIP-745), a restart
+// request goes to the config topic and every worker restarts its share
+// (onlyFailed: only a failed one); the answer is 202 and the status.
 func (a *API) restart(w http.ResponseWriter, r *http.Request, c Connector) {
 	q := r.URL.Query()
 	withTasks, onlyFailed := q.Get("includeTasks") == "true", q.Get("onlyFailed") == "true"
-	if onlyFailed && a.h.status(c).State != "FAILED" {
-		reply(w, http.StatusAccepted, a.statusOf(c))
+	if !withTasks && !onlyFailed {
+		v := a.h.view()
+		if !a.toOwner(w, r, v, v.ConnectorOwner(c.Name)) {
+			a.doRestart(w, c)
+		}
 		return
 	}
-	code := http.StatusNoContent
-	if withTasks || onlyFailed {
-		code = http.StatusAccepted
+	if c.State == Stopped {
+		fail(w, http.StatusConflict, "Connector "+c.Name+" is stopped")
+		return
 	}
-	a.doRestart(w, c, code, code == http.StatusAccepted)
+	cx, cancel := ctx(r)
+	defer cancel()
+	if err := a.h.store.Restart(cx, RestartRequest{c.Name, withTasks, onlyFailed}); err != nil {
+		fail(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	a.h.wait()
+	a.syncStatus(r)
+	reply(w, http.StatusAccepted, a.statusOf(c))
 }
 
-func (a *API) doRestart(w http.ResponseWriter, c Connector, code int, withStatus bool) {
+// doRestart restarts this worker's flow of c: 204.
+func (a *API) doRestart(w http.ResponseWriter, c Connector) {
 	if c.State == Stopped {
 		fail(w, http.StatusConflict, "Connector "+c.Name+" is stopped")
 		return
@@ -440,11 +666,7 @@ func (a *API) doRestart(w http.ResponseWriter, c Connector, code int, withStatus
 		fail(w, http.StatusConflict, err.Error())
 		return
 	}
-	if withStatus {
-		reply(w, code, a.statusOf(c))
-		return
-	}
-	reply(w, code, nil)
+	reply(w, http.StatusNoContent, nil)
 }
 
 func (a *API) spec(w http.ResponseWriter, c Connector) (*Spec, bool) {

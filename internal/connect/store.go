@@ -37,82 +37,135 @@ type Connector struct {
 // Store is a Connect config topic: one partition, compacted. Records are
 // those of Connect's KafkaConfigBackingStore with schemas off:
 //
-//	connector-NAME     {"properties":{...}}          (null: deleted)
-//	target-state-NAME  {"state":"PAUSED","state.v2":"STOPPED"}
+//	connector-NAME          {"properties":{...}}          (null: deleted)
+//	target-state-NAME       {"state":"PAUSED","state.v2":"STOPPED"}
+//	restart-connector-NAME  {"include-tasks":true,"only-failed":false}
 //
-// kmirror writes no task or commit records: it runs one flow per connector.
-// Every write is read back before it returns, so a caller sees its own
-// change; the topic's order is the only agreement between workers.
+// kmirror writes no task or commit records: it runs one flow per connector
+// on every worker. Every write is read back before it returns, so a caller
+// sees its own change; the topic's order is the only agreement between
+// workers.
 type Store struct {
+	*topicLog
+
+	mu       sync.Mutex
+	conns    map[string]*Connector
+	gen      int              // bumped on every change read
+	opened   bool             // the first read to the end is done
+	restarts []RestartRequest // read after opening, not yet taken
+}
+
+// RestartRequest is a restart-connector- record: every worker restarts
+// its own share of the connector (all of it, or only when failed).
+type RestartRequest struct {
+	Connector    string
+	IncludeTasks bool
+	OnlyFailed   bool
+}
+
+// topicLog is an internal topic of the worker's cluster that a worker
+// reads to its end and writes, as Connect's KafkaBasedLog.
+type topicLog struct {
 	topic   string
 	connect []kgo.Opt
 	cl      *kgo.Client
 	log     *slog.Logger
+	apply   func(*kgo.Record)
 
 	readMu sync.Mutex // one read of the topic at a time
 	ends   map[int32]int64
+}
 
-	mu    sync.Mutex
-	conns map[string]*Connector
-	gen   int // bumped on every change read
+// newLog creates topic (spec) unless it exists; open reads it to its end
+// through apply.
+func newLog(ctx context.Context, w *Worker, name string, spec internaltopic.Spec, apply func(*kgo.Record), log *slog.Logger, popts ...kgo.Opt) (*topicLog, error) {
+	opts, err := clients.Build(clients.ID("connect", name), clients.Producer, w.Client)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", w.Path, err)
+	}
+	cl, err := kgo.NewClient(append(opts, popts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", w.Path, err)
+	}
+	connect, err := clients.Build(clients.ID("connect", name+"-reader"), clients.Consumer, w.Client)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	l := &topicLog{topic: spec.Name, connect: connect, cl: cl, log: log, apply: apply}
+	if _, err := internaltopic.Create(ctx, kadm.NewClient(cl), spec); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("%s: %s topic: %w", w.Path, name, err)
+	}
+	return l, nil
+}
+
+// open reads the topic to its end, or closes the client.
+func (l *topicLog) open(ctx context.Context) error {
+	// A topic just created may not be known to every broker yet: its
+	// partitions are UNKNOWN_TOPIC_OR_PARTITION for a moment.
+	for wait := 100 * time.Millisecond; ; wait *= 2 {
+		err := l.CatchUp(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || wait > 5*time.Second {
+			l.cl.Close()
+			return fmt.Errorf("reading %s: %w", l.topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			l.cl.Close()
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return nil
 }
 
 // OpenStore creates the config topic unless it exists and reads it to its
 // end.
 func OpenStore(ctx context.Context, w *Worker, log *slog.Logger) (*Store, error) {
-	opts, err := clients.Build(clients.ID("connect", "config"), clients.Producer, w.Client)
+	s := &Store{conns: map[string]*Connector{}}
+	spec := internaltopic.Compacted(w.ConfigTopic, w.ConfigRF, "config.storage.replication.factor")
+	l, err := newLog(ctx, w, "config", spec, s.apply, log, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", w.Path, err)
-	}
-	cl, err := kgo.NewClient(append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", w.Path, err)
-	}
-	connect, err := clients.Build(clients.ID("connect", "config-reader"), clients.Consumer, w.Client)
-	if err != nil {
-		cl.Close()
 		return nil, err
 	}
-	s := &Store{topic: w.ConfigTopic, connect: connect, cl: cl, log: log, conns: map[string]*Connector{}}
-	spec := internaltopic.Compacted(w.ConfigTopic, w.ConfigRF, "config.storage.replication.factor")
-	if _, err := internaltopic.Create(ctx, kadm.NewClient(cl), spec); err != nil {
-		cl.Close()
-		return nil, fmt.Errorf("%s: config topic: %w", w.Path, err)
+	s.topicLog = l
+	if err := l.open(ctx); err != nil {
+		return nil, err
 	}
-	// A topic just created may not be known to every broker yet: its
-	// partitions are UNKNOWN_TOPIC_OR_PARTITION for a moment.
-	for wait := 100 * time.Millisecond; ; wait *= 2 {
-		err := s.CatchUp(ctx)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) || wait > 5*time.Second {
-			cl.Close()
-			return nil, fmt.Errorf("reading config topic %s: %w", w.ConfigTopic, err)
-		}
-		select {
-		case <-ctx.Done():
-			cl.Close()
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-	}
+	s.mu.Lock()
+	s.opened = true
+	s.mu.Unlock()
 	return s, nil
 }
 
-// Close releases the store's client.
-func (s *Store) Close() { s.cl.Close() }
+// Close releases the log's client.
+func (l *topicLog) Close() { l.cl.Close() }
 
 // CatchUp reads what was written to the topic since the last read.
-func (s *Store) CatchUp(ctx context.Context) error {
-	s.readMu.Lock()
-	defer s.readMu.Unlock()
-	ends, err := readlog.From(ctx, s.connect, s.topic, s.ends, s.apply)
+func (l *topicLog) CatchUp(ctx context.Context) error {
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	ends, err := readlog.From(ctx, l.connect, l.topic, l.ends, l.apply)
 	if err != nil {
 		return err
 	}
-	s.ends = ends
+	l.ends = ends
 	return nil
+}
+
+// write produces recs to the topic and reads it back to its end.
+func (l *topicLog) write(ctx context.Context, recs ...*kgo.Record) error {
+	for _, r := range recs {
+		r.Topic = l.topic
+	}
+	if err := l.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("writing to %s: %w", l.topic, err)
+	}
+	return l.CatchUp(ctx)
 }
 
 // Follow reads new records every interval until ctx ends; changed is
@@ -199,10 +252,43 @@ func (s *Store) apply(r *kgo.Record) {
 			return
 		}
 		c.State = st
+	case strings.HasPrefix(key, "restart-connector-"):
+		// Connect acts on restart requests read after start only.
+		if !s.opened || len(r.Value) == 0 {
+			return
+		}
+		var v restartValue
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			s.malformed(r, err)
+			return
+		}
+		s.restarts = append(s.restarts, RestartRequest{strings.TrimPrefix(key, "restart-connector-"), v.IncludeTasks, v.OnlyFailed})
 	default:
 		return // task-, commit-, session-key records of a Connect cluster
 	}
 	s.gen++
+}
+
+type restartValue struct {
+	IncludeTasks bool `json:"include-tasks"`
+	OnlyFailed   bool `json:"only-failed"`
+}
+
+// Restart writes a restart request, as Connect's leader does for
+// POST /connectors/NAME/restart?includeTasks=...: every worker restarts
+// its share.
+func (s *Store) Restart(ctx context.Context, req RestartRequest) error {
+	b, _ := json.Marshal(restartValue{req.IncludeTasks, req.OnlyFailed})
+	return s.write(ctx, &kgo.Record{Key: []byte("restart-connector-" + req.Connector), Value: b})
+}
+
+// TakeRestarts returns the restart requests read since the last call.
+func (s *Store) TakeRestarts() []RestartRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.restarts
+	s.restarts = nil
+	return out
 }
 
 // malformed warns of a record apply skips: the connector keeps what the
@@ -265,14 +351,4 @@ func stateRecord(name, state string) *kgo.Record {
 	}
 	b, _ := json.Marshal(v)
 	return &kgo.Record{Key: []byte("target-state-" + name), Value: b}
-}
-
-func (s *Store) write(ctx context.Context, recs ...*kgo.Record) error {
-	for _, r := range recs {
-		r.Topic = s.topic
-	}
-	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("writing to config topic %s: %w", s.topic, err)
-	}
-	return s.CatchUp(ctx)
 }

@@ -19,9 +19,13 @@ type Worker struct {
 	GroupID     string            // group.id: names the workers' consumer groups
 	ConfigTopic string            // config.storage.topic
 	ConfigRF    int16             // config.storage.replication.factor; -1: broker default
-	Listener    string            // host:port the REST API listens on
-	WorkerID    string            // host:port the worker is known by (rest.advertised.*)
-	REST        config.REST       // kmirror.rest.token, kmirror.rest.auth, kmirror.rest.tls.*
+	StatusTopic string            // status.storage.topic; default GROUP-status
+	StatusRF    int16             // status.storage.replication.factor; -1: broker default
+	// StatusPartitions is status.storage.partitions (Connect's default 5).
+	StatusPartitions int32
+	Listener         string      // host:port the REST API listens on
+	WorkerID         string      // host:port the worker is known by (rest.advertised.*)
+	REST             config.REST // kmirror.rest.token, kmirror.rest.auth, kmirror.rest.tls.*
 	// ListenerSet: listeners or rest.host.name chose the REST API's
 	// interface (else Connect's default, every interface).
 	ListenerSet bool
@@ -36,11 +40,11 @@ type Worker struct {
 
 // Keys of a Connect worker file that kmirror accepts but that change
 // nothing: kmirror keeps progress where MM2 does (mm2-offsets.SOURCE.internal
-// on the target; offset.storage.replication.factor and .partitions apply) and status in memory, and needs no converters or plugins.
+// on the target; offset.storage.replication.factor and .partitions apply)
+// and needs no converters or plugins.
 var ignoredWorkerKeys = map[string]bool{
 	"offset.storage.topic": true,
-	"status.storage.topic": true, "status.storage.replication.factor": true, "status.storage.partitions": true,
-	"key.converter": true, "value.converter": true, "key.converter.schemas.enable": true, "value.converter.schemas.enable": true,
+	"key.converter":        true, "value.converter": true, "key.converter.schemas.enable": true, "value.converter.schemas.enable": true,
 	"header.converter": true, "offset.flush.interval.ms": true, "offset.flush.timeout.ms": true, "plugin.path": true,
 	"plugin.discovery": true, "rest.advertised.listener": true, "session.timeout.ms": true, "heartbeat.interval.ms": true,
 	"rebalance.timeout.ms": true, "scheduled.rebalance.max.delay.ms": true, "connect.protocol": true,
@@ -63,7 +67,7 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{Path: path, Client: map[string]string{}, ConfigRF: 3, Offsets: map[string]string{}}
+	w := &Worker{Path: path, Client: map[string]string{}, ConfigRF: 3, StatusRF: 3, StatusPartitions: 5, Offsets: map[string]string{}}
 	at := func(k string) string { return fmt.Sprintf("%s:%d: %s", path, p.Line(k), k) }
 	var errs []string
 	// As a Connect worker, resolve the file's own ${...} references with
@@ -87,12 +91,24 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 			w.GroupID = v
 		case k == "config.storage.topic":
 			w.ConfigTopic = v
-		case k == "config.storage.replication.factor":
+		case k == "config.storage.replication.factor" || k == "status.storage.replication.factor":
 			n, err := strconv.ParseInt(v, 10, 16)
 			if err != nil || (n < 1 && n != -1) {
 				errs = append(errs, at(k)+": want a positive number or -1 (the broker default)")
 			}
-			w.ConfigRF = int16(n)
+			if k == "config.storage.replication.factor" {
+				w.ConfigRF = int16(n)
+			} else {
+				w.StatusRF = int16(n)
+			}
+		case k == "status.storage.topic":
+			w.StatusTopic = v
+		case k == "status.storage.partitions":
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				errs = append(errs, at(k)+": want a positive number")
+			}
+			w.StatusPartitions = int32(n)
 		case k == "offset.storage.replication.factor" || k == "offset.storage.partitions":
 			w.Offsets[k] = v
 		case k == "listeners":
@@ -137,6 +153,18 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 			errs = append(errs, fmt.Sprintf("%s: %s: missing (a Connect distributed worker needs it)", path, k))
 		}
 	}
+	if _, ok := p.Get("status.storage.replication.factor"); !ok {
+		// Connect's default is 3; a file that sets the config topic's
+		// (for a small cluster) and predates kmirror's status topic
+		// gets that.
+		w.StatusRF = w.ConfigRF
+	}
+	if w.StatusTopic == "" && w.GroupID != "" {
+		// Connect requires the key; files written for an earlier
+		// kmirror connect, which kept status in memory, may lack it.
+		w.StatusTopic = w.GroupID + "-status"
+		w.Warnings = append(w.Warnings, fmt.Sprintf("%s: status.storage.topic: missing (a Connect worker needs it); using %s", path, w.StatusTopic))
+	}
 	w.Listener = net.JoinHostPort(host, port)
 	if listeners != "" {
 		first := strings.TrimSpace(strings.Split(listeners, ",")[0])
@@ -168,6 +196,15 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
 	return w, nil
+}
+
+// URL is the worker's REST API as other workers reach it: the scheme of
+// its listener and the advertised host and port (WorkerID).
+func (w *Worker) URL() string {
+	if w.REST.TLSCert != "" {
+		return "https://" + w.WorkerID
+	}
+	return "http://" + w.WorkerID
 }
 
 // LoopbackListener is addr (HOST:PORT) on 127.0.0.1: where an API without
