@@ -231,7 +231,7 @@ func TestTaskKfake(t *testing.T) {
 			commit("mid", 30)
 			commit("half", 40)
 			commitTo("half", "u", 7) // not translatable: u has no offset syncs
-			commit("marker", 51) // committed right after the marker
+			commit("marker", 51)     // committed right after the marker
 			commit("head", 101)
 
 			m := metrics.New()
