@@ -80,15 +80,20 @@ func partSeries(flow, remote string, p int32) string {
 	return partPrefix + flow + "|" + remote + "|" + strconv.Itoa(int(p)) + "|"
 }
 
-// flowView is a flow as the page shows it.
+// flowTotals are the sums and maxima of a flow's partitions.
+type flowTotals struct {
+	Lag                  int64    `json:"lag"`
+	RecordsPerSecond     float64  `json:"records_per_second"`
+	BytesPerSecond       float64  `json:"bytes_per_second"`
+	ReplicationLatencyMs *float64 `json:"replication_latency_ms"`
+	CheckpointLatencyMs  *float64 `json:"checkpoint_latency_ms"`
+}
+
+// flowView is a flow with every partition, as /ui/api/snapshot has it.
 type flowView struct {
 	runner.FlowStatus
-	Lag                  int64      `json:"lag"`
-	RecordsPerSecond     float64    `json:"records_per_second"`
-	BytesPerSecond       float64    `json:"bytes_per_second"`
-	ReplicationLatencyMs *float64   `json:"replication_latency_ms"`
-	CheckpointLatencyMs  *float64   `json:"checkpoint_latency_ms"`
-	Partitions           []partView `json:"partitions"`
+	flowTotals
+	Partitions []partView `json:"partitions"`
 }
 
 // partView is a partition as the page shows it.
@@ -103,35 +108,54 @@ type partView struct {
 	RateHistory          Points     `json:"rate_history,omitempty"`
 }
 
-// viewOf is f with what the last sample read; d.mu is held.
-func (d *Dashboard) viewOf(f runner.FlowStatus) flowView {
-	fv := flowView{FlowStatus: f, Partitions: []partView{}}
-	fv.FlowStatus.Partitions = nil
+// partViewOf is partition p of flow with what the last sample read;
+// d.mu is held.
+func (d *Dashboard) partViewOf(flow string, p datapath.PartitionStatus) partView {
+	pv := partView{PartitionStatus: p}
+	if t := d.tracks[partKey{flow, p.Remote, p.Partition}]; t != nil {
+		pv.RecordsPerSecond, pv.BytesPerSecond = t.rps, t.bps
+		if t.latency != nil {
+			v := t.lat
+			pv.ReplicationLatencyMs = &v
+		}
+	}
+	src := partKey{flow, p.Topic, p.Partition}
+	if v, ok := d.last.lost[src]; ok {
+		pv.RecordsLost = &v
+		if at, ok := d.last.gaps[src]; ok {
+			pv.LastGap = &at
+		}
+	}
+	return pv
+}
+
+// totalsOf sums f's partitions as the last sample read them, passing the
+// view of each to each (when not nil); d.mu is held.
+func (d *Dashboard) totalsOf(f runner.FlowStatus, each func(partView)) flowTotals {
+	var ft flowTotals
 	for _, p := range f.Partitions {
-		pv := partView{PartitionStatus: p}
-		if t := d.tracks[partKey{f.Name, p.Remote, p.Partition}]; t != nil {
-			pv.RecordsPerSecond, pv.BytesPerSecond = t.rps, t.bps
-			if t.latency != nil {
-				v := t.lat
-				pv.ReplicationLatencyMs = &v
-				fv.ReplicationLatencyMs = maxOf(fv.ReplicationLatencyMs, v)
-			}
+		pv := d.partViewOf(f.Name, p)
+		if pv.ReplicationLatencyMs != nil {
+			ft.ReplicationLatencyMs = maxOf(ft.ReplicationLatencyMs, *pv.ReplicationLatencyMs)
 		}
-		src := partKey{f.Name, p.Topic, p.Partition}
-		if v, ok := d.last.lost[src]; ok {
-			pv.RecordsLost = &v
-			if at, ok := d.last.gaps[src]; ok {
-				pv.LastGap = &at
-			}
+		ft.Lag += max(p.Lag, 0)
+		ft.RecordsPerSecond += pv.RecordsPerSecond
+		ft.BytesPerSecond += pv.BytesPerSecond
+		if each != nil {
+			each(pv)
 		}
-		fv.Lag += max(p.Lag, 0)
-		fv.RecordsPerSecond += pv.RecordsPerSecond
-		fv.BytesPerSecond += pv.BytesPerSecond
-		fv.Partitions = append(fv.Partitions, pv)
 	}
 	if v, ok := d.cpMax[f.Name]; ok {
-		fv.CheckpointLatencyMs = &v
+		ft.CheckpointLatencyMs = &v
 	}
+	return ft
+}
+
+// viewOf is f with what the last sample read; d.mu is held.
+func (d *Dashboard) viewOf(f runner.FlowStatus) flowView {
+	fv := flowView{FlowStatus: f, Partitions: make([]partView, 0, len(f.Partitions))}
+	fv.FlowStatus.Partitions = nil
+	fv.flowTotals = d.totalsOf(f, func(pv partView) { fv.Partitions = append(fv.Partitions, pv) })
 	return fv
 }
 
