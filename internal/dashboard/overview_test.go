@@ -71,7 +71,7 @@ func TestPartitionsPage(t *testing.T) {
 			}
 			var pg struct {
 				Total, Page, Pages, Size int
-				Partitions             []struct {
+				Partitions               []struct {
 					Flow, Topic string
 					Partition   int32
 				}
