@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -108,6 +109,7 @@ func rankOf(state string) int {
 type selected struct {
 	flow string
 	p    *datapath.PartitionStatus
+	rank int // of its state
 }
 
 // pageOf returns the page of flows' partitions that q selects, with the
@@ -115,7 +117,11 @@ type selected struct {
 // a view: the others cost a comparison and a place in the sort.
 func (d *Dashboard) pageOf(flows []runner.FlowStatus, q PartitionQuery) PartitionPage {
 	sub := strings.ToLower(q.Q)
-	var sel []selected
+	n := 0
+	for _, f := range flows {
+		n += len(f.Partitions)
+	}
+	sel := make([]selected, 0, n)
 	for fi := range flows {
 		f := &flows[fi]
 		if q.Flow != "" && f.Name != q.Flow {
@@ -129,7 +135,7 @@ func (d *Dashboard) pageOf(flows []runner.FlowStatus, q PartitionQuery) Partitio
 				sub != "" && !strings.Contains(strings.ToLower(p.Topic), sub) && !strings.Contains(strings.ToLower(p.Remote), sub):
 				continue
 			}
-			sel = append(sel, selected{f.Name, p})
+			sel = append(sel, selected{f.Name, p, rankOf(p.State)})
 		}
 	}
 	byName := func(a, b selected) int {
@@ -162,11 +168,11 @@ func (d *Dashboard) pageOf(flows []runner.FlowStatus, q PartitionQuery) Partitio
 			if c := byLag(a, b); c != 0 {
 				return c
 			}
-			if c := rankOf(a.p.State) - rankOf(b.p.State); c != 0 {
+			if c := a.rank - b.rank; c != 0 {
 				return c
 			}
 		case SortState:
-			if c := rankOf(a.p.State) - rankOf(b.p.State); c != 0 {
+			if c := a.rank - b.rank; c != 0 {
 				return c
 			}
 			if c := byLag(a, b); c != 0 {
@@ -175,7 +181,7 @@ func (d *Dashboard) pageOf(flows []runner.FlowStatus, q PartitionQuery) Partitio
 		}
 		return byName(a, b)
 	}
-	sort.Slice(sel, func(i, j int) bool { return cmp(sel[i], sel[j]) < 0 })
+	slices.SortFunc(sel, cmp)
 
 	pg := PartitionPage{Total: len(sel), Size: q.Size, Sort: q.Sort, Pages: max(1, (len(sel)+q.Size-1)/q.Size), Partitions: []partRow{}}
 	pg.Page = min(q.Page, pg.Pages-1)
@@ -235,24 +241,32 @@ func (d *Dashboard) Overview(now time.Time, q PartitionQuery) Overview {
 	flows := d.cfg.Source.Status()
 	out := Overview{Now: now, IntervalSeconds: d.cfg.Interval.Seconds(), Flows: make([]flowSummary, 0, len(flows)),
 		History: d.hist.Last(0, flowPrefix), Gaps: []gapView{}, Errors: []LogRecord{}}
+	listed := make(map[string]bool, len(flows))
 	d.mu.Lock()
 	for _, f := range flows {
 		fs := flowSummary{FlowStatus: f, PartitionCount: len(f.Partitions), States: map[string]int{}}
 		fs.FlowStatus.Partitions = nil
-		fs.flowTotals = d.totalsOf(f, func(pv partView) {
-			fs.States[pv.State]++
-			if pv.RecordsLost != nil {
-				out.Gaps = append(out.Gaps, gapView{Flow: f.Name, Topic: pv.Topic, Partition: pv.Partition, RecordsLost: *pv.RecordsLost, LastSeen: *pv.LastGap})
-			}
-		})
+		fs.flowTotals = d.totalsOf(f, fs.States)
 		out.Flows = append(out.Flows, fs)
+		listed[f.Name] = true
+	}
+	for k, v := range d.last.lost {
+		if listed[k.flow] {
+			out.Gaps = append(out.Gaps, gapView{Flow: k.flow, Topic: k.topic, Partition: k.partition, RecordsLost: v, LastSeen: d.last.gaps[k]})
+		}
 	}
 	out.Partitions = d.pageOf(flows, q)
 	topo, scanned := d.topo, d.topoAt
 	d.mu.Unlock()
 	out.Groups = d.groups(flows, now)
 	out.Topology = topologyOf(flows, topo, scanned)
-	sort.Slice(out.Gaps, func(i, j int) bool { return out.Gaps[i].LastSeen.After(out.Gaps[j].LastSeen) })
+	sort.Slice(out.Gaps, func(i, j int) bool {
+		a, b := out.Gaps[i], out.Gaps[j]
+		if !a.LastSeen.Equal(b.LastSeen) {
+			return a.LastSeen.After(b.LastSeen)
+		}
+		return a.Flow < b.Flow || a.Flow == b.Flow && (a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition)
+	})
 	out.GapsTotal = len(out.Gaps)
 	out.Gaps = out.Gaps[:min(len(out.Gaps), maxGaps)]
 	if d.cfg.Logs != nil {

@@ -129,21 +129,40 @@ func (d *Dashboard) partViewOf(flow string, p datapath.PartitionStatus) partView
 	return pv
 }
 
-// totalsOf sums f's partitions as the last sample read them, passing the
-// view of each to each (when not nil); d.mu is held.
-func (d *Dashboard) totalsOf(f runner.FlowStatus, each func(partView)) flowTotals {
+// trackAt returns the track of p, the i-th partition of flow, found by
+// position in order (the flow's tracks at the last sample) when it is
+// there; nil when it has none. d.mu is held.
+func (d *Dashboard) trackAt(flow string, order []*track, i int, p *datapath.PartitionStatus) *track {
+	if i < len(order) && order[i].partition == p.Partition && order[i].remote == p.Remote {
+		return order[i]
+	}
+	return d.tracks[partKey{flow, p.Remote, p.Partition}]
+}
+
+// totalsOf sums f's partitions as the last sample read them, counting
+// them by state into states (when not nil); d.mu is held.
+func (d *Dashboard) totalsOf(f runner.FlowStatus, states map[string]int) flowTotals {
 	var ft flowTotals
-	for _, p := range f.Partitions {
-		pv := d.partViewOf(f.Name, p)
-		if pv.ReplicationLatencyMs != nil {
-			ft.ReplicationLatencyMs = maxOf(ft.ReplicationLatencyMs, *pv.ReplicationLatencyMs)
-		}
+	repl, hasRepl := 0.0, false
+	order := d.order[f.Name]
+	for i := range f.Partitions {
+		p := &f.Partitions[i]
 		ft.Lag += max(p.Lag, 0)
-		ft.RecordsPerSecond += pv.RecordsPerSecond
-		ft.BytesPerSecond += pv.BytesPerSecond
-		if each != nil {
-			each(pv)
+		if states != nil {
+			states[p.State]++
 		}
+		t := d.trackAt(f.Name, order, i, p)
+		if t == nil {
+			continue
+		}
+		ft.RecordsPerSecond += t.rps
+		ft.BytesPerSecond += t.bps
+		if t.latency != nil && (!hasRepl || t.lat > repl) {
+			repl, hasRepl = t.lat, true
+		}
+	}
+	if hasRepl {
+		ft.ReplicationLatencyMs = &repl
 	}
 	if v, ok := d.cpMax[f.Name]; ok {
 		ft.CheckpointLatencyMs = &v
@@ -153,9 +172,11 @@ func (d *Dashboard) totalsOf(f runner.FlowStatus, each func(partView)) flowTotal
 
 // viewOf is f with what the last sample read; d.mu is held.
 func (d *Dashboard) viewOf(f runner.FlowStatus) flowView {
-	fv := flowView{FlowStatus: f, Partitions: make([]partView, 0, len(f.Partitions))}
+	fv := flowView{FlowStatus: f, Partitions: make([]partView, 0, len(f.Partitions)), flowTotals: d.totalsOf(f, nil)}
 	fv.FlowStatus.Partitions = nil
-	fv.flowTotals = d.totalsOf(f, func(pv partView) { fv.Partitions = append(fv.Partitions, pv) })
+	for _, p := range f.Partitions {
+		fv.Partitions = append(fv.Partitions, d.partViewOf(f.Name, p))
+	}
 	return fv
 }
 
