@@ -115,11 +115,26 @@ func topologyOf(flows []runner.FlowStatus, rep *topology.Report, at time.Time) t
 	return v
 }
 
-// scanTopology runs Config.Topology every TopologyInterval until ctx ends.
+// Rescans while a configured flow is not in the heartbeats yet, early on:
+// a new flow shows in the view within seconds, not an interval.
+const (
+	quickRescan      = 5 * time.Second
+	quickRescanUntil = 2 * time.Minute
+)
+
+// scanTopology runs Config.Topology every TopologyInterval until ctx ends,
+// more often for its first quickRescanUntil while a configured flow is
+// not seen.
 func (d *Dashboard) scanTopology(ctx context.Context) {
-	t := time.NewTicker(d.cfg.TopologyInterval)
+	start := time.Now()
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		rep := d.cfg.Topology(ctx)
 		if ctx.Err() != nil {
 			return
@@ -127,10 +142,10 @@ func (d *Dashboard) scanTopology(ctx context.Context) {
 		d.mu.Lock()
 		d.topo, d.topoAt = &rep, time.Now()
 		d.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		wait := d.cfg.TopologyInterval
+		if len(rep.ConfiguredNotSeen) > 0 && time.Since(start) < quickRescanUntil {
+			wait = min(wait, quickRescan)
 		}
+		t.Reset(wait)
 	}
 }
