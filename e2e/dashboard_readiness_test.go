@@ -79,15 +79,15 @@ func TestDashboardReadiness(t *testing.T) {
 		t.Fatalf("chromium: loading the dashboard: %v", err)
 	}
 	type groupRow struct {
-		Found     bool
-		Ready     string
-		Text      string
-		Topo      string // the edge src->dst: its class and title
-		Clusters  int    // of src and dst drawn
-		Rows      int
-		Info      string
-		Paused    int // of the topic's rows
-		Others    int // rows of any topic not paused
+		Found    bool
+		Ready    string
+		Text     string
+		Topo     string // the edge src->dst: its class and title
+		Clusters int    // of src and dst drawn
+		Rows     int
+		Info     string
+		Paused   int // of the topic's rows
+		Others   int // rows of any topic not paused
 	}
 	show := func() groupRow {
 		return evalIn[groupRow](t, bctx, `(() => {
