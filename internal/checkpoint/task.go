@@ -477,7 +477,8 @@ func (t *Task) dropUnlistedLocked(listed []string) {
 }
 
 // noteChecked records, for the dashboard, that group's committed offsets
-// offs were fetched at at and that translated of them got a translation.
+// offs were fetched at at and that translated of them got a translation;
+// a group with no committed offset in a replicated topic is not recorded.
 func (t *Task) noteChecked(group string, offs kadm.OffsetResponses, translated int, at time.Time) {
 	committed := 0
 	offs.Each(func(o kadm.OffsetResponse) {
@@ -485,6 +486,10 @@ func (t *Task) noteChecked(group string, offs kadm.OffsetResponses, translated i
 			committed++
 		}
 	})
+	if committed == 0 { // nothing of it is replicated: no cutover to plan
+		t.m.LastCheckpoints.DeleteGroup(t.cfg.Source, t.cfg.Target, group)
+		return
+	}
 	t.m.LastCheckpoints.UpdateGroup(t.cfg.Source, t.cfg.Target, group, func(gs *metrics.GroupStatus) {
 		gs.Interval, gs.CheckedAt, gs.Sync = t.cfg.EmitCheckpointsInterval, at, t.cfg.SyncGroupOffsetsEnabled
 		gs.Committed, gs.Untranslated = committed, max(committed-translated, 0)

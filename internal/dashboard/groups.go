@@ -124,6 +124,9 @@ func (d *Dashboard) groups(flows []runner.FlowStatus, now time.Time) []groupView
 		}
 	})
 	for _, g := range byKey {
+		if g.CheckedAt == nil && g.Partitions == 0 {
+			continue // synced once, no offset in a replicated topic now
+		}
 		readiness(g)
 		out = append(out, *g)
 	}

@@ -19,8 +19,9 @@ import (
 const (
 	DefaultPageSize = 50
 	MaxPageSize     = 500
-	maxGaps         = 50 // gaps the overview lists, newest first
-	maxGroupTopics  = 5  // topics a group lists by name
+	maxGaps         = 50  // gaps the overview lists, newest first
+	maxGroupTopics  = 5   // topics a group lists by name
+	maxGroups       = 100 // groups the overview lists, not ready first
 )
 
 // Sort orders of a PartitionQuery.
@@ -229,7 +230,9 @@ type Overview struct {
 	Flows           []flowSummary `json:"flows"`
 	History         Span          `json:"history"` // flow series, "flow|NAME|SERIES"
 	Partitions      PartitionPage `json:"partitions"`
-	Groups          []groupView   `json:"groups"`
+	Groups          []groupView   `json:"groups"` // the first maxGroups
+	GroupsTotal     int           `json:"groups_total"`
+	GroupsReady     int           `json:"groups_ready"`
 	Topology        topoView      `json:"topology"`
 	Gaps            []gapView     `json:"gaps"` // the newest maxGaps
 	GapsTotal       int           `json:"gaps_total"`
@@ -259,6 +262,13 @@ func (d *Dashboard) Overview(now time.Time, q PartitionQuery) Overview {
 	topo, scanned := d.topo, d.topoAt
 	d.mu.Unlock()
 	out.Groups = d.groups(flows, now)
+	out.GroupsTotal = len(out.Groups)
+	for _, g := range out.Groups {
+		if g.Ready {
+			out.GroupsReady++
+		}
+	}
+	out.Groups = out.Groups[:min(len(out.Groups), maxGroups)]
 	out.Topology = topologyOf(flows, topo, scanned)
 	sort.Slice(out.Gaps, func(i, j int) bool {
 		a, b := out.Gaps[i], out.Gaps[j]

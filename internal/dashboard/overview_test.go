@@ -253,3 +253,30 @@ func TestTopologyView(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupsCapped: the overview lists at most maxGroups groups, the ones
+// not ready first, and counts them all.
+func TestGroupsCapped(t *testing.T) {
+	now := time.Now()
+	m := metrics.New()
+	for i := range 150 {
+		g := fmt.Sprintf("g%03d", i)
+		untranslated := 0
+		if i%50 == 7 {
+			untranslated = 1 // 3 not ready
+		}
+		m.LastCheckpoints.UpdateGroup("A", "B", g, func(s *metrics.GroupStatus) {
+			s.CheckedAt, s.Interval, s.Committed, s.Untranslated = now, time.Second, 1, untranslated
+		})
+		m.LastCheckpoints.Set(metrics.Checkpoint{Source: "A", Target: "B", Group: g, Topic: "A.t", Partition: 0, At: now})
+	}
+	ov := New(Config{Source: pagedFlows(), Metrics: m}).Overview(now, PartitionQuery{Sort: SortState, Size: 1})
+	if len(ov.Groups) != maxGroups || ov.GroupsTotal != 150 || ov.GroupsReady != 147 {
+		t.Fatalf("%d groups listed, %d in all, %d ready; want %d, 150, 147", len(ov.Groups), ov.GroupsTotal, ov.GroupsReady, maxGroups)
+	}
+	for i, want := range []string{"g007", "g057", "g107", "g000"} {
+		if ov.Groups[i].Group != want {
+			t.Errorf("group %d is %s, want %s", i, ov.Groups[i].Group, want)
+		}
+	}
+}

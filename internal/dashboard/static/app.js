@@ -415,7 +415,9 @@ function ageText(sec) {
   return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min ago";
 }
 
-function renderGroups(groups) {
+function renderGroups(groups, total, ready) {
+  document.getElementById("groups-note").textContent = !total ? "" :
+    num(ready) + " of " + num(total) + " groups ready" + (total > groups.length ? "; the " + groups.length + " listed first are the ones not ready" : "");
   fill("groups", groups.map(g => {
     const r = el("tr");
     r.dataset.group = g.group;
@@ -521,7 +523,7 @@ function renderErrors(errs) {
 function render(ov) {
   renderFlows(ov.flows);
   renderTopology(ov.topology);
-  renderGroups(ov.groups);
+  renderGroups(ov.groups, ov.groups_total, ov.groups_ready);
   renderCharts(ov);
   renderControls(ov.flows);
   renderPartitions(ov.partitions);
