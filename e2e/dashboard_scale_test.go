@@ -112,13 +112,18 @@ func evalIn[T any](t *testing.T, bctx context.Context, js string) T {
 // watchRenders is run in the page before its own scripts: it counts the
 // polls the page drew (each sets #updated) and takes the time of the
 // first one, after the frame that paints it, from the start of the
-// navigation. It works on the old page as on the new.
+// navigation, and when the data of that first poll had arrived. It works
+// on the old page as on the new.
 const watchRenders = `(() => {
-	const st = window.__renders = { first: null, polls: 0 };
+	const st = window.__renders = { first: null, data: null, polls: 0 };
 	document.addEventListener("DOMContentLoaded", () => {
 		new MutationObserver(() => {
 			st.polls++;
-			if (st.polls === 1) requestAnimationFrame(() => setTimeout(() => { st.first = performance.now(); }));
+			if (st.polls === 1) requestAnimationFrame(() => setTimeout(() => {
+				st.first = performance.now();
+				const api = performance.getEntriesByType("resource").find(e => e.name.includes("/ui/api/"));
+				st.data = api ? api.responseEnd : null;
+			}));
 		}).observe(document.getElementById("updated"), { childList: true, characterData: true, subtree: true });
 	});
 })()`
@@ -171,12 +176,12 @@ func TestDashboardScale(t *testing.T) {
 		t.Fatalf("chromium: loading the page: %v", err)
 	}
 	type renders struct {
-		First *float64
-		Polls int
+		First, Data *float64
+		Polls       int
 	}
 	var r renders
 	waitFor(t, 30*time.Second, "the first render", func() bool {
-		r = evalIn[renders](t, bctx, `({First: window.__renders.first, Polls: window.__renders.polls})`)
+		r = evalIn[renders](t, bctx, `({First: window.__renders.first, Data: window.__renders.data, Polls: window.__renders.polls})`)
 		return r.First != nil
 	})
 	metric := func() map[string]float64 {
@@ -192,21 +197,32 @@ func TestDashboardScale(t *testing.T) {
 		}
 		return out
 	}
-	// Main-thread time over at least 5 polls after the first.
+	// Main-thread time over 5 polls after the first, or as many as 60 s
+	// saw (a page that takes seconds a poll).
 	m0, p0 := metric(), evalIn[int](t, bctx, `window.__renders.polls`)
-	var p1 int
-	waitFor(t, 40*time.Second, "5 more polls", func() bool {
+	p1 := p0
+	for deadline := time.Now().Add(60 * time.Second); p1 < p0+5 && (p1 == p0 || time.Now().Before(deadline)); {
+		if time.Now().After(deadline.Add(60 * time.Second)) {
+			t.Fatal("no poll drawn in 2 minutes")
+		}
+		time.Sleep(100 * time.Millisecond) // polling the page, not asserting
 		p1 = evalIn[int](t, bctx, `window.__renders.polls`)
-		return p1 >= p0+5
-	})
+	}
 	m1 := metric()
 	polls := float64(p1 - p0)
 	perPoll := func(name string) float64 { return (m1[name] - m0[name]) / polls * 1000 }
 	task, script := perPoll("TaskDuration"), perPoll("ScriptDuration")
-	t.Logf("%d partitions: first render %.0f ms after navigation; per poll over %d polls: main thread %.1f ms (script %.1f ms, layout %.1f ms, style %.1f ms); JS heap %.1f MiB; DOM nodes %.0f",
-		scalePartitions, *r.First, p1-p0, task, script, perPoll("LayoutDuration"), perPoll("RecalcStyleDuration"), m1["JSHeapUsedSize"]/(1<<20), m1["Nodes"])
-	if *r.First > 2000 {
-		t.Errorf("first render %.0f ms after navigation, want under 2 s", *r.First)
+	if r.Data == nil {
+		t.Fatal("no resource timing of the first poll")
+	}
+	drawn := *r.First - *r.Data
+	t.Logf("%d partitions: first render %.0f ms after navigation, %.0f ms after its data arrived; per poll over %d polls: main thread %.1f ms (script %.1f ms, layout %.1f ms, style %.1f ms); JS heap %.1f MiB; DOM nodes %.0f",
+		scalePartitions, *r.First, drawn, p1-p0, task, script, perPoll("LayoutDuration"), perPoll("RecalcStyleDuration"), m1["JSHeapUsedSize"]/(1<<20), m1["Nodes"])
+	// Generous bounds for a loaded machine; the page before paging drew
+	// its first render 3 to 14 s after navigation and took 7 to 14 s of
+	// the main thread a poll (docs/operations.md).
+	if *r.First > 3000 || drawn > 1000 {
+		t.Errorf("first render %.0f ms after navigation, %.0f ms after its data; want under 3 s and 1 s", *r.First, drawn)
 	}
 	if task > 200 {
 		t.Errorf("one poll takes %.1f ms of the main thread, want under 200 ms", task)

@@ -38,6 +38,14 @@ function el(tag, cls, text) {
 
 function td(text, cls) { return el("td", cls, text); }
 
+// setText changes an element's text only when it differs: an unchanged
+// poll then costs the page no style or layout work.
+function setText(e, text) {
+  text = String(text);
+  if (e.textContent !== text) e.textContent = text;
+}
+function setClass(e, cls) { if (e.className !== cls) e.className = cls; }
+
 const nf = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
 function num(v) { return v === null || v === undefined ? "–" : nf.format(v); }
 function ms(v) { return v === null || v === undefined ? "–" : nf.format(Math.round(v)) + " ms"; }
@@ -128,11 +136,11 @@ function renderFlows(flows) {
       flowRows.set(f.name, row);
     }
     body.appendChild(row);
-    const set = (cls, text) => { row.querySelector("." + cls.split(" ")[0]).textContent = text; };
+    const set = (cls, text) => setText(row.querySelector("." + cls.split(" ")[0]), text);
     set("name", f.name + (f.kind === "heartbeats" ? " (heartbeats only)" : "") + (f.exactly_once ? " (exactly-once)" : ""));
     const st = row.querySelector(".state");
-    st.textContent = f.state + (f.error ? ": " + f.error : "");
-    st.className = "state " + f.state;
+    setText(st, f.state + (f.error ? ": " + f.error : ""));
+    setClass(st, "state " + f.state);
     set("since", ago(f.since));
     const repl = f.kind === "replication";
     set("lag", repl ? num(f.lag) : "");
@@ -228,16 +236,20 @@ class Chart {
   }
 
   update(times, values) {
+    const key = (times.length ? times[times.length - 1] : 0) + "|" + times.length + "|" + values.join(",") + "|" + this.svg.clientWidth;
+    if (key === this.key) return; // a poll between samples
+    this.key = key;
     this.times = times;
     this.values = values;
     const last = values.length ? values[values.length - 1] : null;
     this.now.textContent = this.fmt(last);
-    const W = Math.max(200, this.svg.clientWidth || 300), H = 110, L = 46, B = 16, T = 6, R = 6;
+    const top = Math.max(0, ...values.filter(v => v !== null && v !== undefined));
+    // The value labels' room: about 6 px a character.
+    const W = Math.max(200, this.svg.clientWidth || 300), H = 110, L = 10 + 6 * this.fmt(top).length, B = 16, T = 6, R = 6;
     this.geom = { W, H, L, B, T, R };
     this.svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     const s = this.svg;
     s.replaceChildren();
-    const top = Math.max(0, ...values.filter(v => v !== null && v !== undefined));
     const t0 = times[0], t1 = times[times.length - 1];
     const x = t => L + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (W - L - R);
     const y = v => H - B - (top > 0 ? v / top : 0) * (H - B - T);
@@ -258,8 +270,11 @@ class Chart {
     const { step, ticks } = timeTicks(t0, t1);
     for (const t of ticks) {
       s.appendChild(svg("line", { x1: x(t), y1: H - B, x2: x(t), y2: H - B + 3, class: "axis" }));
-      const lab = svg("text", { x: x(t), y: H - 3, "text-anchor": "middle", class: "tick" });
-      lab.textContent = tickLabel(t, step);
+      const text = tickLabel(t, step), half = 3 * text.length;
+      // A label that would spill over an edge is anchored at it.
+      const anchor = x(t) + half > W ? "end" : x(t) - half < 0 ? "start" : "middle";
+      const lab = svg("text", { x: anchor === "end" ? W : anchor === "start" ? 0 : x(t), y: H - 3, "text-anchor": anchor, class: "tick" });
+      lab.textContent = text;
       s.appendChild(lab);
     }
     const d = path(values, i => x(times[i]), y);
@@ -361,27 +376,50 @@ function fill(id, rows, cols, empty) {
   for (const r of rows) body.appendChild(r);
 }
 
+// partRows keeps the rows of the page shown, by partition, so a poll that
+// changes nothing changes nothing on the page.
+let partRows = new Map();
+
 function renderPartitions(page) {
-  const rows = [];
+  const body = document.querySelector("#partitions tbody");
+  const next = new Map(), rows = [];
   for (const p of page.partitions) {
-    const r = el("tr");
-    r.dataset.flow = p.flow;
-    r.dataset.topic = p.topic;
-    r.dataset.partition = p.partition;
-    r.append(td(p.flow, "wrap"), td(p.topic + (p.remote !== p.topic ? " → " + p.remote : ""), "wrap"), td(p.partition, "num"),
-      td(p.state, "state " + p.state), td(num(p.lag), "lag num"), td(num(p.lag_seconds), "num"));
-    const sp = td("");
-    sp.appendChild(spark(p.lag_history));
-    r.append(sp, td(num(p.records_per_second), "num"), td(ms(p.replication_latency_ms), "num"),
-      td(p.done < 0 ? "–" : num(p.done), "num"), td(p.source_end < 0 ? "–" : num(p.source_end), "num"), td(p.error || "", "error"));
+    const key = p.flow + "\n" + p.topic + "\n" + p.partition;
+    let r = partRows.get(key);
+    if (!r) {
+      r = el("tr");
+      r.dataset.flow = p.flow;
+      r.dataset.topic = p.topic;
+      r.dataset.partition = p.partition;
+      r.append(td(p.flow, "wrap"), td(p.topic + (p.remote !== p.topic ? " → " + p.remote : ""), "wrap"), td(p.partition, "num"));
+      for (const c of ["state", "lag num", "num", "spark", "num", "num", "num", "num", "error"]) r.appendChild(td("", c));
+    }
+    next.set(key, r);
     rows.push(r);
+    const c = r.children;
+    setText(c[3], p.state);
+    setClass(c[3], "state " + p.state);
+    setText(c[4], num(p.lag));
+    setText(c[5], num(p.lag_seconds));
+    const hist = (p.lag_history || []).join(",");
+    if (r.dataset.hist !== hist) {
+      r.dataset.hist = hist;
+      c[6].replaceChildren(spark(p.lag_history));
+    }
+    setText(c[7], num(p.records_per_second));
+    setText(c[8], ms(p.replication_latency_ms));
+    setText(c[9], p.done < 0 ? "–" : num(p.done));
+    setText(c[10], p.source_end < 0 ? "–" : num(p.source_end));
+    setText(c[11], p.error || "");
   }
-  fill("partitions", rows, 12, page.total === 0 && !query.q && !query.state && !query.flow ? "no partitions assigned yet" : "no partition matches");
+  partRows = next;
+  const same = rows.length === body.children.length && rows.every((r, i) => body.children[i] === r);
+  if (!same) fill("partitions", rows, 12, page.total === 0 && !query.q && !query.state && !query.flow ? "no partitions assigned yet" : "no partition matches");
   query.page = page.page;
   const first = page.total ? page.page * page.size + 1 : 0;
-  document.getElementById("p-info").textContent = num(first) + "–" + num(Math.min(page.total, (page.page + 1) * page.size)) +
-    " of " + num(page.total) + " · page " + (page.page + 1) + " of " + page.pages;
-  document.getElementById("p-prev").disabled = page.page <= 0;
+  setText(document.getElementById("p-info"), num(first) + "–" + num(Math.min(page.total, (page.page + 1) * page.size)) +
+    " of " + num(page.total) + " · page " + (page.page + 1) + " of " + page.pages);
+  document.getElementById("p-prev").disabled = page.page <= 0; // a property: no layout
   document.getElementById("p-next").disabled = page.page >= page.pages - 1;
 }
 
@@ -442,9 +480,30 @@ function renderGroups(groups, total, ready) {
 // renderTopology draws the clusters on a circle and an arrow per pair:
 // the flows this kmirror runs by their state, the other replications the
 // heartbeats show in grey, configured flows the heartbeats miss dashed.
+function edgeTitle(e, topo) {
+  return e.source + " → " + e.target + (e.flow ? ": flow " + e.flow + " " + e.state + (e.kind === "replication" ? ", lag " + num(e.lag) : "") : ": not run by this kmirror") +
+    (e.heartbeats ? "; in the heartbeats" + (e.heartbeat_age_seconds !== null ? ", newest " + ageText(e.heartbeat_age_seconds) : "") : topo.scanned_at ? "; not in the heartbeats" : "");
+}
+
+let topoKey = "", topoTitles = [];
+
 function renderTopology(topo) {
   const box = document.getElementById("topology");
-  const W = 420, H = 260, cx = W / 2, cy = H / 2, R = Math.min(W, H) / 2 - 40;
+  setText(document.getElementById("topology-note"), !topo.clusters.length ? "no flow yet" :
+    topo.scanned_at ? "heartbeats read " + ago(topo.scanned_at) + "; grey: replications seen in the heartbeats that this kmirror does not run; dashed: configured, not in the heartbeats"
+      : "the flows of this kmirror (no heartbeat scan)");
+  // Redrawn when what it draws changes; the ages in the titles otherwise.
+  const key = JSON.stringify([topo.clusters, topo.edges.map(e => [e.source, e.target, e.flow, e.kind, e.state, e.lag, e.heartbeats, e.configured, e.heartbeat_age_seconds === null]), !!topo.scanned_at]);
+  if (key === topoKey) {
+    topo.edges.forEach((e, i) => setText(topoTitles[i], edgeTitle(e, topo)));
+    return;
+  }
+  topoKey = key;
+  topoTitles = [];
+  // The circle grows with the clusters, so that they keep apart.
+  const n = topo.clusters.length, nodeR = 18;
+  const R = Math.max(70, (n * 2.6 * nodeR) / (2 * Math.PI));
+  const W = 2 * R + 160, H = 2 * R + 70, cx = W / 2, cy = H / 2;
   const s = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "topo" });
   const defs = svg("defs", {});
   for (const k of ["ok", "warn", "bad", "pause", "muted"]) {
@@ -453,12 +512,11 @@ function renderTopology(topo) {
     defs.appendChild(m);
   }
   s.appendChild(defs);
-  const n = topo.clusters.length, pos = {};
+  const pos = {};
   topo.clusters.forEach((c, i) => {
     const a = -Math.PI / 2 + (2 * Math.PI * i) / Math.max(1, n);
     pos[c.alias] = n === 1 ? [cx, cy] : [cx + R * Math.cos(a), cy + R * Math.sin(a)];
   });
-  const nodeR = 24;
   for (const e of topo.edges) {
     const [x1, y1] = pos[e.source], [x2, y2] = pos[e.target];
     const dx = x2 - x1, dy = y2 - y1, len = Math.hypot(dx, dy) || 1;
@@ -477,8 +535,8 @@ function renderTopology(topo) {
     label.textContent = e.flow ? (e.kind === "heartbeats" ? "heartbeats" : e.state + (e.lag > 0 ? " · lag " + num(e.lag) : "")) : "seen";
     g.appendChild(label);
     const t = svg("title", {});
-    t.textContent = e.source + " → " + e.target + (e.flow ? ": flow " + e.flow + " " + e.state + (e.kind === "replication" ? ", lag " + num(e.lag) : "") : ": not run by this kmirror") +
-      (e.heartbeats ? "; in the heartbeats" + (e.heartbeat_age_seconds !== null ? ", newest " + ageText(e.heartbeat_age_seconds) : "") : topo.scanned_at ? "; not in the heartbeats" : "");
+    t.textContent = edgeTitle(e, topo);
+    topoTitles.push(t);
     g.appendChild(t);
     s.appendChild(g);
   }
@@ -487,8 +545,10 @@ function renderTopology(topo) {
     const g = svg("g", { class: "cluster" + (c.error ? " bad" : "") });
     g.dataset.alias = c.alias;
     g.appendChild(svg("circle", { cx: x, cy: y, r: nodeR }));
-    const t = svg("text", { x: x, y: y + 4, "text-anchor": "middle" });
-    t.textContent = c.alias;
+    // The name outside the circle, away from its centre; long ones cut.
+    const below = y >= cy - 1;
+    const t = svg("text", { x: x, y: below ? y + nodeR + 12 : y - nodeR - 5, "text-anchor": x < cx - 5 ? "end" : x > cx + 5 ? "start" : "middle" });
+    t.textContent = c.alias.length > 18 ? c.alias.slice(0, 17) + "…" : c.alias;
     g.appendChild(t);
     const title = svg("title", {});
     title.textContent = c.alias + (c.error ? ": " + c.error : "");
@@ -496,9 +556,6 @@ function renderTopology(topo) {
     s.appendChild(g);
   }
   box.replaceChildren(s);
-  document.getElementById("topology-note").textContent = !topo.clusters.length ? "no flow yet" :
-    topo.scanned_at ? "heartbeats read " + ago(topo.scanned_at) + "; grey: replications seen in the heartbeats that this kmirror does not run; dashed: configured, not in the heartbeats"
-      : "the flows of this kmirror (no heartbeat scan)";
 }
 
 function renderGaps(gaps, total) {
