@@ -252,6 +252,22 @@ func TestTopologyView(t *testing.T) {
 			}
 		})
 	}
+	// Many clusters in the heartbeats: only the replications run here or
+	// configured are drawn, the others counted.
+	many := rep
+	many.Edges = slices.Clone(rep.Edges)
+	for i := range 10 {
+		many.Edges = append(many.Edges, topology.Edge{Source: fmt.Sprintf("X%d", i), Target: "B"})
+	}
+	v := topologyOf(fs, &many, now)
+	var clusters []string
+	for _, c := range v.Clusters {
+		clusters = append(clusters, c.Alias)
+	}
+	if len(v.Edges) != 2 || v.HiddenEdges != 11 || v.HiddenClusters != 10 || !slices.Equal(clusters, []string{"A", "B", "C"}) {
+		t.Errorf("with 13 clusters: %d edges, clusters %v, %d edges and %d clusters hidden; want 2, [A B C] (C failed its scan), 11, 10",
+			len(v.Edges), clusters, v.HiddenEdges, v.HiddenClusters)
+	}
 }
 
 // TestGroupsCapped: the overview lists at most maxGroups groups, the ones

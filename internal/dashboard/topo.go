@@ -19,7 +19,16 @@ type topoView struct {
 	Clusters  []topoCluster `json:"clusters"`
 	Edges     []topoEdge    `json:"edges"`
 	ScannedAt *time.Time    `json:"scanned_at"` // of the heartbeats; nil: none scanned
+	// Past maxTopoClusters clusters, the replications that are neither
+	// run here nor configured are counted, not drawn, with the clusters
+	// only they name.
+	HiddenEdges    int `json:"hidden_edges"`
+	HiddenClusters int `json:"hidden_clusters"`
 }
+
+// maxTopoClusters is how many clusters the view draws with every
+// replication the heartbeats show; past it, only those of its own flows.
+const maxTopoClusters = 8
 
 type topoCluster struct {
 	Alias string `json:"alias"`
@@ -107,12 +116,38 @@ func topologyOf(flows []runner.FlowStatus, rep *topology.Report, at time.Time) t
 			}
 		}
 	}
+	if len(v.Clusters) > maxTopoClusters {
+		v = ownEdges(v)
+	}
 	sort.Slice(v.Clusters, func(i, j int) bool { return v.Clusters[i].Alias < v.Clusters[j].Alias })
 	sort.Slice(v.Edges, func(i, j int) bool {
 		a, b := v.Edges[i], v.Edges[j]
 		return a.Source < b.Source || a.Source == b.Source && a.Target < b.Target
 	})
 	return v
+}
+
+// ownEdges keeps of v the edges of flows run here or configured, and the
+// scanned clusters and those such edges name; it counts the others.
+func ownEdges(v topoView) topoView {
+	keep := map[string]bool{}
+	out := topoView{ScannedAt: v.ScannedAt, Edges: []topoEdge{}, Clusters: []topoCluster{}}
+	for _, e := range v.Edges {
+		if e.Flow == "" && !e.Configured {
+			out.HiddenEdges++
+			continue
+		}
+		out.Edges = append(out.Edges, e)
+		keep[e.Source], keep[e.Target] = true, true
+	}
+	for _, c := range v.Clusters {
+		if keep[c.Alias] || c.Error != "" {
+			out.Clusters = append(out.Clusters, c)
+		} else {
+			out.HiddenClusters++
+		}
+	}
+	return out
 }
 
 // Rescans while a configured flow is not in the heartbeats yet, early on:

@@ -202,10 +202,10 @@ function path(values, x, y) {
   return d;
 }
 
-// Time ticks: the first step that puts at most 5 ticks on the span.
+// Time ticks: the first step that puts at most most ticks on the span.
 const tickSteps = [5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3, 7200e3];
-function timeTicks(t0, t1) {
-  const step = tickSteps.find(s => (t1 - t0) / s <= 5) || tickSteps[tickSteps.length - 1];
+function timeTicks(t0, t1, most) {
+  const step = tickSteps.find(s => (t1 - t0) / s <= most) || tickSteps[tickSteps.length - 1];
   const out = [];
   for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) out.push(t);
   return { step, ticks: out };
@@ -267,7 +267,9 @@ class Chart {
       s.appendChild(none);
       return;
     }
-    const { step, ticks } = timeTicks(t0, t1);
+    // As many ticks as their labels have room for, 5 at most.
+    const room = 6 * tickLabel(t0, 1000).length + 14;
+    const { step, ticks } = timeTicks(t0, t1, Math.max(1, Math.min(5, Math.floor((W - L - R) / room))));
     for (const t of ticks) {
       s.appendChild(svg("line", { x1: x(t), y1: H - B, x2: x(t), y2: H - B + 3, class: "axis" }));
       const text = tickLabel(t, step), half = 3 * text.length;
@@ -490,7 +492,8 @@ let topoKey = "", topoTitles = [];
 function renderTopology(topo) {
   const box = document.getElementById("topology");
   setText(document.getElementById("topology-note"), !topo.clusters.length ? "no flow yet" :
-    topo.scanned_at ? "heartbeats read " + ago(topo.scanned_at) + "; grey: replications seen in the heartbeats that this kmirror does not run; dashed: configured, not in the heartbeats"
+    topo.scanned_at ? "heartbeats read " + ago(topo.scanned_at) + "; grey: replications seen in the heartbeats that this kmirror does not run; dashed: configured, not in the heartbeats" +
+      (topo.hidden_edges ? "; " + num(topo.hidden_edges) + " more replications in the heartbeats, " + num(topo.hidden_clusters) + " more clusters (kmirror topology lists them)" : "")
       : "the flows of this kmirror (no heartbeat scan)");
   // Redrawn when what it draws changes; the ages in the titles otherwise.
   const key = JSON.stringify([topo.clusters, topo.edges.map(e => [e.source, e.target, e.flow, e.kind, e.state, e.lag, e.heartbeats, e.configured, e.heartbeat_age_seconds === null]), !!topo.scanned_at]);
