@@ -23,6 +23,7 @@ import (
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/rest"
 	"github.com/kmirror/kmirror/internal/runner"
+	"github.com/kmirror/kmirror/internal/topology"
 )
 
 // runCmd is "kmirror run": every enabled flow of an MM2 properties file.
@@ -88,7 +89,10 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 
 	run := runner.New(fs.Arg(0), cfg, only, m, log)
 	run.SetStopTimeout(*stopTimeout)
-	dash := dashboard.New(dashboard.Config{Source: run, Metrics: m, Logs: logs})
+	// The topology view scans the heartbeats of the configuration in
+	// effect (a reload may change it).
+	dash := dashboard.New(dashboard.Config{Source: run, Metrics: m, Logs: logs,
+		Topology: func(context.Context) topology.Report { return scanTopology(run.Config(), topologyScanTimeout) }})
 	restSrv, err := startREST(cfg, *restAddr, run, dash, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror run:", err)
@@ -146,6 +150,10 @@ func waitRun(cancel context.CancelFunc, sigs <-chan os.Signal, done <-chan error
 		}
 	}
 }
+
+// topologyScanTimeout bounds each cluster's heartbeat scan for the
+// dashboard's topology view.
+const topologyScanTimeout = 10 * time.Second
 
 // restTokenEnv holds the REST token when the file has none.
 const restTokenEnv = "KMIRROR_REST_TOKEN"

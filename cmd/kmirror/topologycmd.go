@@ -40,18 +40,13 @@ func topologyCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kmirror topology: invalid configuration:\n%v\n", err)
 		return 1
 	}
-	scans := topology.ScanAll(cfg, *timeout)
-	var flows []string
-	for _, f := range cfg.Flows {
-		flows = append(flows, f.Name())
-	}
-	topo := topology.Build(scans, flows, time.Now())
+	topo := scanTopology(cfg, *timeout)
 	if err := printTopology(stdout, topo, *output); err != nil {
 		fmt.Fprintln(stderr, "kmirror topology:", err)
 		return 1
 	}
 	code := 0
-	for _, s := range scans {
+	for _, s := range topo.Clusters {
 		if s.Error != "" {
 			fmt.Fprintf(stderr, "kmirror topology: cluster %s: %s\n", s.Alias, s.Error)
 			code = 1
@@ -118,4 +113,15 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// scanTopology scans the heartbeats of every cluster of cfg, each within
+// timeout, and sets them against its enabled flows.
+func scanTopology(cfg *config.Config, timeout time.Duration) topology.Report {
+	scans := topology.ScanAll(cfg, timeout)
+	var flows []string
+	for _, f := range cfg.Flows {
+		flows = append(flows, f.Name())
+	}
+	return topology.Build(scans, flows, time.Now())
 }

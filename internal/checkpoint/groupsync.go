@@ -3,9 +3,11 @@ package checkpoint
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -129,6 +131,7 @@ func (t *Task) SyncGroupsOnce(ctx context.Context) {
 		tg := described[g]
 		if tg.active {
 			t.log.Debug("not syncing offsets of a group active on the target", "group", g, "state", tg.state)
+			t.noteSynced(g, tg.state, -1)
 			continue
 		}
 		if tg.exists {
@@ -146,6 +149,7 @@ func (t *Task) SyncGroupsOnce(ctx context.Context) {
 		}
 		plan := planCommit(*tg, t.Checkpoints(g))
 		if len(plan) == 0 {
+			t.noteSynced(g, tg.state, 0)
 			continue
 		}
 		commit := make(kadm.Offsets)
@@ -160,9 +164,24 @@ func (t *Task) SyncGroupsOnce(ctx context.Context) {
 			// A member that joined since the describe makes the broker
 			// refuse the commit, which is what we want.
 			t.logs.Warn(t.log, "commit target offsets|"+err.Error(), "committing translated offsets on the target failed", "group", g, "err", err)
+			t.noteSynced(g, tg.state, len(plan))
 			continue
 		}
+		if !tg.exists {
+			tg.state = "Empty" // the commit created it
+		}
+		t.noteSynced(g, tg.state, 0)
 		t.m.GroupOffsetsSynced.WithLabelValues(t.cfg.Source, t.cfg.Target, g).Add(float64(len(plan)))
 		t.log.Debug("synced group offsets to the target", "group", g, "partitions", len(plan))
 	}
+}
+
+// noteSynced records, for the dashboard, a sync pass over group: its state
+// on the target and how many partitions stayed behind their checkpoint
+// (-1: not known).
+func (t *Task) noteSynced(group, state string, behind int) {
+	now := time.Now()
+	t.m.LastCheckpoints.UpdateGroup(t.cfg.Source, t.cfg.Target, group, func(gs *metrics.GroupStatus) {
+		gs.Sync, gs.SyncedAt, gs.TargetState, gs.SyncBehind = true, now, state, behind
+	})
 }

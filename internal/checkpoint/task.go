@@ -469,6 +469,31 @@ func (t *Task) dropUnlistedLocked(listed []string) {
 			delete(t.last, g)
 		}
 	}
+	for _, gs := range t.m.LastCheckpoints.Groups() {
+		if gs.Source == t.cfg.Source && gs.Target == t.cfg.Target && !keep[gs.Group] {
+			t.m.LastCheckpoints.DeleteGroup(gs.Source, gs.Target, gs.Group)
+		}
+	}
+}
+
+// noteChecked records, for the dashboard, that group's committed offsets
+// offs were fetched at at and that translated of them got a translation;
+// a group with no committed offset in a replicated topic is not recorded.
+func (t *Task) noteChecked(group string, offs kadm.OffsetResponses, translated int, at time.Time) {
+	committed := 0
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 && t.topics.Match(o.Topic) {
+			committed++
+		}
+	})
+	if committed == 0 { // nothing of it is replicated: no cutover to plan
+		t.m.LastCheckpoints.DeleteGroup(t.cfg.Source, t.cfg.Target, group)
+		return
+	}
+	t.m.LastCheckpoints.UpdateGroup(t.cfg.Source, t.cfg.Target, group, func(gs *metrics.GroupStatus) {
+		gs.Interval, gs.CheckedAt, gs.Sync = t.cfg.EmitCheckpointsInterval, at, t.cfg.SyncGroupOffsetsEnabled
+		gs.Committed, gs.Untranslated = committed, max(committed-translated, 0)
+	})
 }
 
 // pruneLocked forgets the last checkpoints of group's partitions that it
@@ -550,7 +575,9 @@ func (t *Task) EmitOnce(ctx context.Context) {
 		t.mu.Lock()
 		t.pruneLocked(g, r.Fetched)
 		last := t.last[g]
-		for _, c := range t.translateGroup(g, r.Fetched) {
+		translated := t.translateGroup(g, r.Fetched)
+		t.noteChecked(g, r.Fetched, len(translated), t0)
+		for _, c := range translated {
 			prev, had := last[cpKey{c.Topic, c.Partition}]
 			if !newer(c, prev, had) {
 				continue

@@ -207,15 +207,25 @@ func TestTaskKfake(t *testing.T) {
 			if _, err := sadm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
 				t.Fatal(err)
 			}
-			commit := func(g string, at int64) {
+			if _, err := sadm.CreateTopic(ctx, 1, 1, nil, "u"); err != nil { // no offset syncs
+				t.Fatal(err)
+			}
+			commitTo := func(g, topic string, at int64) {
 				o := make(kadm.Offsets)
-				o.Add(kadm.Offset{Topic: "t", Partition: 0, At: at, LeaderEpoch: -1, Metadata: "m"})
+				o.Add(kadm.Offset{Topic: topic, Partition: 0, At: at, LeaderEpoch: -1, Metadata: "m"})
 				if _, err := sadm.CommitOffsets(ctx, g, o); err != nil {
 					t.Fatal(err)
 				}
 			}
+			commit := func(g string, at int64) { commitTo(g, "t", at) }
 			commit("mid", 30)
-			commit("marker", 51) // committed right after the marker
+			commit("half", 40)
+			commitTo("half", "u", 7)                                                  // not translatable: u has no offset syncs
+			if _, err := sadm.CreateTopic(ctx, 1, 1, nil, "x.internal"); err != nil { // not replicated
+				t.Fatal(err)
+			}
+			commitTo("elsewhere", "x.internal", 3) // no status: nothing of it is replicated
+			commit("marker", 51)                   // committed right after the marker
 			commit("head", 101)
 
 			m := metrics.New()
@@ -226,14 +236,15 @@ func TestTaskKfake(t *testing.T) {
 			rctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() { done <- task.Run(rctx) }()
-			want := map[string]int64{"mid/A.t": 30, "marker/A.t": 50, "head/A.t": 100}
+			want := map[string]int64{"mid/A.t": 30, "marker/A.t": 50, "head/A.t": 100, "half/A.t": 40}
 			if mode == "mm2" {
 				want["mid/A.t"] = 1
+				want["half/A.t"] = 1
 			}
 			var got map[string]wire.Checkpoint
 			testwait.For(t, 15*time.Second, "checkpoints", func() bool {
 				got = readCheckpoints(t, dstCl, "A.checkpoints.internal")
-				return len(got) == 3
+				return len(got) == 4
 			})
 			for k, w := range want {
 				if got[k].DownstreamOffset != w || got[k].Metadata != "m" {
@@ -249,6 +260,31 @@ func TestTaskKfake(t *testing.T) {
 				r, ok := o.Lookup("A.t", 0)
 				return ok && r.At == 100
 			})
+			// What the dashboard's cutover panel reads of each group:
+			// checked, translated in full or not, synced to the target;
+			// of the four with offsets in replicated topics only.
+			waitFor(t, "group status of every group synced", func() bool {
+				gs := m.LastCheckpoints.Groups()
+				if len(gs) != 4 {
+					return false
+				}
+				for _, g := range gs {
+					if g.SyncedAt.IsZero() {
+						return false
+					}
+				}
+				return true
+			})
+			for _, g := range m.LastCheckpoints.Groups() {
+				wantC, wantU := 1, 0
+				if g.Group == "half" {
+					wantC, wantU = 2, 1
+				}
+				if g.Source != "A" || g.Target != "B" || g.CheckedAt.IsZero() || g.Interval != f.EmitCheckpointsInterval ||
+					g.Committed != wantC || g.Untranslated != wantU || !g.Sync || g.TargetState != "Empty" || g.SyncBehind != 0 {
+					t.Errorf("group status %+v, want checked, %d committed, %d untranslated, synced into an Empty target group", g, wantC, wantU)
+				}
+			}
 			if n := testutil.ToFloat64(m.CorruptRecords.WithLabelValues("B", syncs)); n != 1 {
 				t.Errorf("corrupt offset syncs counted %v, want 1", n)
 			}

@@ -1,9 +1,12 @@
 // Package dashboard serves kmirror's live dashboard on the REST listener:
 // an embedded page (HTML, CSS and JavaScript, no external resources) at
-// /ui/ and the JSON it polls at /ui/api/snapshot: flows and their state,
-// per-partition lag and throughput over time, replication and checkpoint
-// latency, consumer group checkpoints, upstream gaps and recent warnings
-// and errors. The page holds no data; the API is behind the REST token.
+// /ui/ and the JSON it polls at /ui/api/overview: flows and their state,
+// their lag, throughput and latency over time, one page of partitions
+// (filtered, sorted, non-running first; /ui/api/partitions serves pages
+// alone), the readiness of each consumer group for a cutover, the
+// topology of clusters and flows from the heartbeats, upstream gaps and
+// recent warnings and errors. /ui/api/snapshot has every partition at
+// once. The page holds no data; the API is behind the REST token.
 package dashboard
 
 import (
@@ -19,6 +22,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/runner"
+	"github.com/kmirror/kmirror/internal/topology"
 )
 
 //go:embed static
@@ -49,6 +53,12 @@ type Config struct {
 	Interval  time.Duration
 	Points    int
 	MaxSeries int
+	// Topology, when set, scans the heartbeats of the clusters (as
+	// topology.ScanAll and topology.Build do) for the topology view; Run
+	// calls it every TopologyInterval. Without it the view shows the
+	// flows of Source alone.
+	Topology         func(context.Context) topology.Report
+	TopologyInterval time.Duration
 }
 
 // Dashboard samples the flows and metrics and serves the page.
@@ -65,7 +75,9 @@ type Dashboard struct {
 	n        int64               // samples taken
 	flowVals map[string]float64  // of the sample being taken
 	partVals map[string]float64
-	buf      dto.Metric // counters are read into
+	buf      dto.Metric       // counters are read into
+	topo     *topology.Report // the last heartbeat scan
+	topoAt   time.Time
 }
 
 // New returns a Dashboard; Run samples its history.
@@ -79,13 +91,20 @@ func New(cfg Config) *Dashboard {
 	if cfg.MaxSeries <= 0 {
 		cfg.MaxSeries = DefaultMaxSeries
 	}
+	if cfg.TopologyInterval <= 0 {
+		cfg.TopologyInterval = DefaultTopologyInterval
+	}
 	return &Dashboard{cfg: cfg, hist: NewHistory(cfg.Points, cfg.MaxSeries), parts: NewHistory(min(cfg.Points, sparkPoints), cfg.MaxSeries),
 		last: sampled{gaps: map[partKey]time.Time{}}, tracks: map[partKey]*track{}, order: map[string][]*track{}, cpMax: map[string]float64{},
 		flowVals: map[string]float64{}, partVals: map[string]float64{}}
 }
 
-// Run samples every Interval until ctx ends.
+// Run samples every Interval, and scans the topology every
+// TopologyInterval, until ctx ends.
 func (d *Dashboard) Run(ctx context.Context) {
+	if d.cfg.Topology != nil {
+		go d.scanTopology(ctx)
+	}
 	t := time.NewTicker(d.cfg.Interval)
 	defer t.Stop()
 	d.Sample(time.Now())
@@ -124,6 +143,8 @@ func (d *Dashboard) Mount(guard func(http.Handler) http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /ui/", files)
 	mux.Handle("GET /ui/api/snapshot", guard(http.HandlerFunc(d.snapshot)))
+	mux.Handle("GET /ui/api/overview", guard(http.HandlerFunc(d.overview)))
+	mux.Handle("GET /ui/api/partitions", guard(http.HandlerFunc(d.partitions)))
 	return secure(mux)
 }
 

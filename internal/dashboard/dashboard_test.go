@@ -127,7 +127,10 @@ func TestAuthAndHeaders(t *testing.T) {
 		typ, body   string
 	}{
 		{"/ui/", "", 200, "text/html", `<script src="app.js" defer></script>`},
-		{"/ui/app.js", "", 200, "javascript", "api/snapshot"},
+		{"/ui/app.js", "", 200, "javascript", "api/overview"},
+		{"/ui/api/overview", "", 401, "application/json", "bearer token"},
+		{"/ui/api/overview", token, 200, "application/json", `"partitions":{"total":0`},
+		{"/ui/api/partitions", token, 200, "application/json", `"partitions":[]`},
 		{"/ui/app.css", "", 200, "text/css", "font"},
 		{"/ui/api/snapshot", "", 401, "application/json", "bearer token"},
 		{"/ui/api/snapshot", "wrong", 401, "application/json", "bearer token"},

@@ -122,6 +122,32 @@ func (p Points) MarshalJSON() ([]byte, error) {
 func (h *History) Last(n int, prefix string) Span {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	sp, first := h.span(n)
+	for name, r := range h.series {
+		if strings.HasPrefix(name, prefix) {
+			sp.Series[name] = h.valuesOf(r, first, len(sp.Times))
+		}
+	}
+	return sp
+}
+
+// Get returns the last n samples (all when n <= 0) of the named series
+// that are held: its cost is that of the names, not of every series.
+func (h *History) Get(n int, names []string) Span {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sp, first := h.span(n)
+	for _, name := range names {
+		if r, ok := h.series[name]; ok {
+			sp.Series[name] = h.valuesOf(r, first, len(sp.Times))
+		}
+	}
+	return sp
+}
+
+// span returns the times of the last n samples and the ring slot of the
+// first; h.mu is held.
+func (h *History) span(n int) (Span, int) {
 	if n <= 0 || n > h.n {
 		n = h.n
 	}
@@ -130,15 +156,14 @@ func (h *History) Last(n int, prefix string) Span {
 	for i := range n {
 		sp.Times[i] = h.times[(first+i)%h.points]
 	}
-	for name, r := range h.series {
-		if !strings.HasPrefix(name, prefix) {
-			continue
-		}
-		p := make(Points, n)
-		for i := range n {
-			p[i] = r.vals[(first+i)%h.points]
-		}
-		sp.Series[name] = p
+	return sp, first
+}
+
+// valuesOf returns n values of r from slot first on; h.mu is held.
+func (h *History) valuesOf(r *ring, first, n int) Points {
+	p := make(Points, n)
+	for i := range n {
+		p[i] = r.vals[(first+i)%h.points]
 	}
-	return sp
+	return p
 }

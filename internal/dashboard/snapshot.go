@@ -80,15 +80,20 @@ func partSeries(flow, remote string, p int32) string {
 	return partPrefix + flow + "|" + remote + "|" + strconv.Itoa(int(p)) + "|"
 }
 
-// flowView is a flow as the page shows it.
+// flowTotals are the sums and maxima of a flow's partitions.
+type flowTotals struct {
+	Lag                  int64    `json:"lag"`
+	RecordsPerSecond     float64  `json:"records_per_second"`
+	BytesPerSecond       float64  `json:"bytes_per_second"`
+	ReplicationLatencyMs *float64 `json:"replication_latency_ms"`
+	CheckpointLatencyMs  *float64 `json:"checkpoint_latency_ms"`
+}
+
+// flowView is a flow with every partition, as /ui/api/snapshot has it.
 type flowView struct {
 	runner.FlowStatus
-	Lag                  int64      `json:"lag"`
-	RecordsPerSecond     float64    `json:"records_per_second"`
-	BytesPerSecond       float64    `json:"bytes_per_second"`
-	ReplicationLatencyMs *float64   `json:"replication_latency_ms"`
-	CheckpointLatencyMs  *float64   `json:"checkpoint_latency_ms"`
-	Partitions           []partView `json:"partitions"`
+	flowTotals
+	Partitions []partView `json:"partitions"`
 }
 
 // partView is a partition as the page shows it.
@@ -103,34 +108,74 @@ type partView struct {
 	RateHistory          Points     `json:"rate_history,omitempty"`
 }
 
-// viewOf is f with what the last sample read; d.mu is held.
-func (d *Dashboard) viewOf(f runner.FlowStatus) flowView {
-	fv := flowView{FlowStatus: f, Partitions: []partView{}}
-	fv.FlowStatus.Partitions = nil
-	for _, p := range f.Partitions {
-		pv := partView{PartitionStatus: p}
-		if t := d.tracks[partKey{f.Name, p.Remote, p.Partition}]; t != nil {
-			pv.RecordsPerSecond, pv.BytesPerSecond = t.rps, t.bps
-			if t.latency != nil {
-				v := t.lat
-				pv.ReplicationLatencyMs = &v
-				fv.ReplicationLatencyMs = maxOf(fv.ReplicationLatencyMs, v)
-			}
+// partViewOf is partition p of flow with what the last sample read;
+// d.mu is held.
+func (d *Dashboard) partViewOf(flow string, p datapath.PartitionStatus) partView {
+	pv := partView{PartitionStatus: p}
+	if t := d.tracks[partKey{flow, p.Remote, p.Partition}]; t != nil {
+		pv.RecordsPerSecond, pv.BytesPerSecond = t.rps, t.bps
+		if t.latency != nil {
+			v := t.lat
+			pv.ReplicationLatencyMs = &v
 		}
-		src := partKey{f.Name, p.Topic, p.Partition}
-		if v, ok := d.last.lost[src]; ok {
-			pv.RecordsLost = &v
-			if at, ok := d.last.gaps[src]; ok {
-				pv.LastGap = &at
-			}
+	}
+	src := partKey{flow, p.Topic, p.Partition}
+	if v, ok := d.last.lost[src]; ok {
+		pv.RecordsLost = &v
+		if at, ok := d.last.gaps[src]; ok {
+			pv.LastGap = &at
 		}
-		fv.Lag += max(p.Lag, 0)
-		fv.RecordsPerSecond += pv.RecordsPerSecond
-		fv.BytesPerSecond += pv.BytesPerSecond
-		fv.Partitions = append(fv.Partitions, pv)
+	}
+	return pv
+}
+
+// trackAt returns the track of p, the i-th partition of flow, found by
+// position in order (the flow's tracks at the last sample) when it is
+// there; nil when it has none. d.mu is held.
+func (d *Dashboard) trackAt(flow string, order []*track, i int, p *datapath.PartitionStatus) *track {
+	if i < len(order) && order[i].partition == p.Partition && order[i].remote == p.Remote {
+		return order[i]
+	}
+	return d.tracks[partKey{flow, p.Remote, p.Partition}]
+}
+
+// totalsOf sums f's partitions as the last sample read them, counting
+// them by state into states (when not nil); d.mu is held.
+func (d *Dashboard) totalsOf(f runner.FlowStatus, states map[string]int) flowTotals {
+	var ft flowTotals
+	repl, hasRepl := 0.0, false
+	order := d.order[f.Name]
+	for i := range f.Partitions {
+		p := &f.Partitions[i]
+		ft.Lag += max(p.Lag, 0)
+		if states != nil {
+			states[p.State]++
+		}
+		t := d.trackAt(f.Name, order, i, p)
+		if t == nil {
+			continue
+		}
+		ft.RecordsPerSecond += t.rps
+		ft.BytesPerSecond += t.bps
+		if t.latency != nil && (!hasRepl || t.lat > repl) {
+			repl, hasRepl = t.lat, true
+		}
+	}
+	if hasRepl {
+		ft.ReplicationLatencyMs = &repl
 	}
 	if v, ok := d.cpMax[f.Name]; ok {
-		fv.CheckpointLatencyMs = &v
+		ft.CheckpointLatencyMs = &v
+	}
+	return ft
+}
+
+// viewOf is f with what the last sample read; d.mu is held.
+func (d *Dashboard) viewOf(f runner.FlowStatus) flowView {
+	fv := flowView{FlowStatus: f, Partitions: make([]partView, 0, len(f.Partitions)), flowTotals: d.totalsOf(f, nil)}
+	fv.FlowStatus.Partitions = nil
+	for _, p := range f.Partitions {
+		fv.Partitions = append(fv.Partitions, d.partViewOf(f.Name, p))
 	}
 	return fv
 }
