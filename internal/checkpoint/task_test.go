@@ -263,7 +263,7 @@ func TestTaskKfake(t *testing.T) {
 			// What the dashboard's cutover panel reads of each group:
 			// checked, translated in full or not, synced to the target;
 			// of the four with offsets in replicated topics only.
-			waitFor(t, "group status of every group synced", func() bool {
+			testwait.For(t, 15*time.Second, "group status of every group synced", func() bool {
 				gs := m.LastCheckpoints.Groups()
 				if len(gs) != 4 {
 					return false
