@@ -114,12 +114,31 @@ func startProc(t *testing.T, name string, cmd *exec.Cmd) *proc {
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
+		if t.Failed() {
+			p.dumpGoroutines()
+		}
 		p.kill()
 		if t.Failed() {
 			t.Logf("%s log:\n%s", name, p.log.String())
 		}
 	})
 	return p
+}
+
+// dumpGoroutines asks a process still running for its goroutines (Go
+// prints them on SIGQUIT and exits) so that a failed test's log shows where
+// kmirror stood, e.g. what a stuck save waits on.
+func (p *proc) dumpGoroutines() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+	}
 }
 
 func (p *proc) kill() {
