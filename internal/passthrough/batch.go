@@ -256,13 +256,21 @@ type encoder struct {
 	comp map[kgo.CompressionCodecType]kgo.Compressor
 }
 
-func newEncoder() *encoder {
+// newEncoder returns an encoder with franz-go's compressors; fast takes
+// gzip and zstd at their fastest levels: recompressing what the source had
+// compressed at the default levels cost more CPU than everything else
+// together (docs/benchmarks.md).
+func newEncoder(fast bool) *encoder {
 	e := &encoder{comp: make(map[kgo.CompressionCodecType]kgo.Compressor)}
+	gzip, zstd := kgo.GzipCompression(), kgo.ZstdCompression()
+	if fast {
+		gzip, zstd = gzip.WithLevel(1), zstd.WithLevel(1)
+	}
 	for codec, cc := range map[kgo.CompressionCodecType]kgo.CompressionCodec{
-		kgo.CodecGzip:   kgo.GzipCompression(),
+		kgo.CodecGzip:   gzip,
 		kgo.CodecSnappy: kgo.SnappyCompression(),
 		kgo.CodecLz4:    kgo.Lz4Compression(),
-		kgo.CodecZstd:   kgo.ZstdCompression(),
+		kgo.CodecZstd:   zstd,
 	} {
 		if c, err := kgo.DefaultCompressor(cc); err == nil {
 			e.comp[codec] = c

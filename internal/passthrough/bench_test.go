@@ -58,7 +58,7 @@ func BenchmarkForward(b *testing.B) {
 // the same codec, and stamp the result.
 func BenchmarkReencode(b *testing.B) {
 	dec := kgo.DefaultDecompressor()
-	enc := newEncoder()
+	enc := newEncoder(true)
 	for _, codec := range codecs {
 		b.Run(codecName(codec), func(b *testing.B) {
 			raw, payload := benchBatch(b, codec, 100)
