@@ -121,7 +121,7 @@ func TestZstdBombBounded(t *testing.T) {
 		name  string
 		extra []string
 	}{
-		{"record path", []string{recordPath}},
+		{"re-encode", []string{reencodeAll}},
 		{"passthrough", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,9 +20,9 @@ func TestOversizedRecordStopsPartition(t *testing.T) {
 	// The record path learns the limit from the target's MESSAGE_TOO_LARGE;
 	// passthrough checks batches against the topic's max.message.bytes
 	// before it sends them.
-	t.Run("record path", func(t *testing.T) {
+	t.Run("re-encode", func(t *testing.T) {
 		t.Parallel()
-		oversized(t, "MESSAGE_TOO_LARGE", recordPath)
+		oversized(t, "MESSAGE_TOO_LARGE", reencodeAll)
 	})
 	t.Run("passthrough", func(t *testing.T) {
 		t.Parallel()

@@ -320,9 +320,9 @@ func TestRecreatedTopicWhileRunning(t *testing.T) {
 		skip  string
 	}{
 		{"passthrough", nil, ""},
-		{"record path", []string{recordPath}, stale},
+		{"re-encode", []string{reencodeAll}, stale},
 		{"group passthrough", []string{"kmirror.workers = group"}, ""},
-		{"group record path", []string{"kmirror.workers = group", recordPath}, stale},
+		{"group re-encode", []string{"kmirror.workers = group", reencodeAll}, stale},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -27,9 +27,9 @@ func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 		t.Parallel()
 		slotRetry(t)
 	})
-	t.Run("record path", func(t *testing.T) {
+	t.Run("re-encode", func(t *testing.T) {
 		t.Parallel()
-		slotRetry(t, recordPath)
+		slotRetry(t, reencodeAll)
 	})
 }
 

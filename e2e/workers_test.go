@@ -24,9 +24,9 @@ func TestWorkersShareAndTakeOver(t *testing.T) {
 		t.Parallel()
 		workersTakeOver(t)
 	})
-	t.Run("record path", func(t *testing.T) {
+	t.Run("re-encode", func(t *testing.T) {
 		t.Parallel()
-		workersTakeOver(t, recordPath)
+		workersTakeOver(t, reencodeAll)
 	})
 }
 
