@@ -134,13 +134,16 @@ func BenchmarkProduceRequestAppend(b *testing.B) {
 // (internal/replicate, removed) measured, so "reencode" compares with it.
 // The fake brokers share the CPU: compare runs of this benchmark with
 // each other (benchstat), not with real clusters.
+// "reencode 2 lanes" runs with two source clients, the flows' default
+// (kmirror.fetches.per.broker); the record path's default was one.
 func BenchmarkEngine(b *testing.B) {
 	for _, m := range modes {
-		b.Run(m.name, func(b *testing.B) { benchEngine(b, m) })
+		b.Run(m.name, func(b *testing.B) { benchEngine(b, m, 1) })
 	}
+	b.Run("reencode 2 lanes", func(b *testing.B) { benchEngine(b, mode{reencode: true}, 2) })
 }
 
-func benchEngine(b *testing.B, m mode) {
+func benchEngine(b *testing.B, m mode, lanes int) {
 	src, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		b.Fatal(err)
@@ -178,9 +181,13 @@ func benchEngine(b *testing.B, m mode) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var more []*kgo.Client
+	for range lanes - 1 {
+		more = append(more, cl(srcOpts))
+	}
 	pl := New(Config{
 		SourceAlias: "A", TargetAlias: "B",
-		Source: cl(srcOpts), SourceAdmin: srcAdm, Target: producer, Progress: store,
+		Source: cl(srcOpts), MoreSources: more, SourceAdmin: srcAdm, Target: producer, Progress: store,
 		ReencodeAll: m.reencode, Codec: m.codec,
 		Metrics: metrics.New(), Log: log,
 	})
