@@ -20,7 +20,7 @@ import (
 // the exactly-once metrics, and fail /ready, and the slots must be
 // retried. Once the ACL is granted, the worker takes the slots without a
 // rebalance, the partitions run and every record is copied exactly once.
-// It runs on passthrough (the default) and on the record path.
+// It runs with batches forwarded (the default) and re-encoded.
 func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 	t.Parallel()
 	t.Run("passthrough", func(t *testing.T) {

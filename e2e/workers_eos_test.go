@@ -19,7 +19,7 @@ import (
 // (the group gives its slots to the survivor, which fences it) and resumes
 // it, then scales back to one. A read_committed reader of the target must
 // see every source record exactly once, in source order per partition. It
-// runs on passthrough (the default) and on the record path.
+// runs with batches forwarded (the default) and re-encoded.
 func TestWorkersExactlyOnce(t *testing.T) {
 	t.Parallel()
 	t.Run("passthrough", func(t *testing.T) {

@@ -61,7 +61,7 @@ func BenchmarkForward(b *testing.B) {
 	}
 }
 
-// BenchmarkReencode is the record path's cost for the same batch:
+// BenchmarkReencode is the re-encoding cost of the same batch:
 // decompress and decode the records, encode and compress them again with
 // the same codec, and stamp the result.
 func BenchmarkReencode(b *testing.B) {
