@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 	"time"
 
@@ -196,6 +197,8 @@ func benchEngine(b *testing.B, m mode, lanes int) {
 		ps = append(ps, datapath.Partition{TP: progress.TP{Topic: "bench", Partition: p}, Remote: "A.bench"})
 	}
 	b.SetBytes(1024)
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	b.ResetTimer()
 	pl.Assign(ps)
 	rctx, stop := context.WithCancel(ctx)
@@ -212,6 +215,9 @@ func benchEngine(b *testing.B, m mode, lanes int) {
 		time.Sleep(time.Millisecond)
 	}
 	b.StopTimer()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
 	stop()
 	if err := <-done; err != nil {
 		b.Fatal(err)
