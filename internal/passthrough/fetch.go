@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -293,9 +295,26 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 		}
 	}
 	pl.mu.Unlock()
-	for _, g := range gots {
-		pl.fetched(g.a, g.rp)
+	if len(gots) < 2 || !pl.reencodes() {
+		for _, g := range gots {
+			pl.fetched(g.a, g.rp)
+		}
+		return
 	}
+	// Re-encoding costs CPU: the partitions of the response are handled
+	// side by side, one per core (each keeps its own order).
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for _, g := range gots {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pl.fetched(g.a, g.rp)
+			<-sem
+		}()
+	}
+	wg.Wait()
 }
 
 // item is one step of a fetched partition: a batch to send, or source

@@ -289,6 +289,11 @@ func (pl *Pipeline) forwards(attrs int16) bool {
 	return !pl.cfg.AddOrigin && !pl.cfg.ReencodeAll && (pl.codec < 0 || int8(attrs&attrCodec) == pl.codec)
 }
 
+// reencodes reports whether the flow re-encodes batches by its settings.
+func (pl *Pipeline) reencodes() bool {
+	return pl.cfg.AddOrigin || pl.cfg.ReencodeAll || pl.codec >= 0
+}
+
 // encoderFor returns the encoder and codec for the records of a batch
 // compressed with src.
 func (pl *Pipeline) encoderFor(src kgo.CompressionCodecType) (*encoder, kgo.CompressionCodecType) {
