@@ -110,9 +110,9 @@ func peakRSS(t *testing.T, pid int) int64 {
 }
 
 // TestZstdBombBounded copies a topic one of whose partitions holds a
-// batch that decompresses to 2 GiB. The record path decompresses it only
-// up to kmirror's bound (128 MiB) and stops that partition with an error
-// naming it; passthrough forwards the batch as it is. Either way the
+// batch that decompresses to 2 GiB. Re-encoding decompresses it only up
+// to kmirror's bound (128 MiB) and stops that partition with an error
+// naming it; forwarding sends the batch as it is. Either way the
 // other partition is copied and kmirror's peak memory stays far below
 // the batch's size.
 func TestZstdBombBounded(t *testing.T) {
@@ -121,7 +121,7 @@ func TestZstdBombBounded(t *testing.T) {
 		name  string
 		extra []string
 	}{
-		{"record path", []string{recordPath}},
+		{"re-encode", []string{reencodeAll}},
 		{"passthrough", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,7 +32,7 @@ func TestBrokerRestartsLoseNothing(t *testing.T) {
 		name  string
 		extra []string
 	}{
-		{"record path", []string{recordPath}},
+		{"re-encode", []string{reencodeAll}},
 		{"passthrough", []string{"kmirror.passthrough.enabled = true"}},
 	} {
 		lanes = append(lanes, startRestartLane(t, a, b, path.name, path.extra))

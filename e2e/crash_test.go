@@ -27,13 +27,13 @@ func TestKillNineLosesNothing(t *testing.T) {
 		t.Parallel()
 		killNine(t, false)
 	}) // passthrough, the default
-	t.Run("at-least-once record path", func(t *testing.T) {
+	t.Run("at-least-once re-encode", func(t *testing.T) {
 		t.Parallel()
-		killNine(t, false, recordPath)
+		killNine(t, false, reencodeAll)
 	})
-	t.Run("at-least-once record path two lanes", func(t *testing.T) {
+	t.Run("at-least-once re-encode one lane", func(t *testing.T) {
 		t.Parallel()
-		killNine(t, false, recordPath, twoLanes)
+		killNine(t, false, reencodeAll, oneLane)
 	})
 	// Exactly-once: a read_committed reader of the target sees no
 	// duplicate at all.
@@ -46,9 +46,9 @@ func TestKillNineLosesNothing(t *testing.T) {
 		t.Parallel()
 		killNine(t, true, twoLanes)
 	})
-	t.Run("exactly-once record path", func(t *testing.T) {
+	t.Run("exactly-once re-encode", func(t *testing.T) {
 		t.Parallel()
-		killNine(t, true, recordPath)
+		killNine(t, true, reencodeAll)
 	})
 	// Source producers in transactions, a quarter of them aborted: the
 	// target holds the committed records only, once each.

@@ -30,7 +30,7 @@ func TestGrownPartitionsWaitForTarget(t *testing.T) {
 	}{
 		{"passthrough", nil},
 		{"passthrough group", []string{"kmirror.workers = group"}},
-		{"record path", []string{recordPath}},
+		{"re-encode", []string{reencodeAll}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -29,9 +29,9 @@ func TestWorkersHandoverCheckpoint(t *testing.T) {
 		t.Parallel()
 		handoverCheckpoint(t)
 	})
-	t.Run("record path", func(t *testing.T) {
+	t.Run("re-encode", func(t *testing.T) {
 		t.Parallel()
-		handoverCheckpoint(t, recordPath)
+		handoverCheckpoint(t, reencodeAll)
 	})
 	// Exactly-once: the partitions move with their slots.
 	t.Run("exactly-once", func(t *testing.T) {

@@ -21,9 +21,9 @@ func TestPartitionHealth(t *testing.T) {
 		t.Parallel()
 		partitionHealth(t)
 	})
-	t.Run("record path", func(t *testing.T) {
+	t.Run("re-encode", func(t *testing.T) {
 		t.Parallel()
-		partitionHealth(t, recordPath)
+		partitionHealth(t, reencodeAll)
 	})
 }
 

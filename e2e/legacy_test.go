@@ -138,7 +138,7 @@ func legacyFlow(t *testing.T, a, b *testkafka.Cluster, path, prefix string, topi
 	extra := []string{}
 	if path == "record" {
 		// MM2's default: offset syncs written to and read from the old source.
-		extra = append(extra, recordPath, "offset-syncs.topic.location = source")
+		extra = append(extra, reencodeAll, "offset-syncs.topic.location = source")
 	}
 	k := startKmirror(t, writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, append(extra,
 		src+"->"+dst+".topics = "+sel,

@@ -188,12 +188,16 @@ func alias(t *testing.T, base string) string {
 	return fmt.Sprintf("%s%s%d", base, name, time.Now().UnixNano()%100000)
 }
 
-// recordPath is the setting that keeps a flow on the record path;
-// passthrough is the default where a flow allows it.
-const recordPath = "kmirror.passthrough.enabled = false"
+// reencodeAll is the setting that makes the batch engine decode and
+// re-encode every batch; forwarding batches as they are is the default
+// where a flow allows it. Tests that run both modes run both settings.
+const reencodeAll = "kmirror.passthrough.enabled = false"
 
-// twoLanes gives the record path (default one lane) two source consumers.
-const twoLanes = "kmirror.fetches.per.broker = 2"
+// twoLanes and oneLane set the source fetches per broker (default 2).
+const (
+	twoLanes = "kmirror.fetches.per.broker = 2"
+	oneLane  = "kmirror.fetches.per.broker = 1"
+)
 
 // mm2Config returns a properties file body for src->dst with RF 1 and fast
 // intervals; extra lines are appended.

@@ -21,7 +21,7 @@ func TestDeletedTopicsLeaveNoSeries(t *testing.T) {
 		extra []string
 	}{
 		{"passthrough", nil},
-		{"record path", []string{recordPath}},
+		{"re-encode", []string{reencodeAll}},
 	} {
 		t.Run(tt.name, func(t *testing.T) { deletedTopicsLeaveNoSeries(t, tt.extra) })
 	}

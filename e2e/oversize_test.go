@@ -17,12 +17,11 @@ import (
 // go on.
 func TestOversizedRecordStopsPartition(t *testing.T) {
 	t.Parallel()
-	// The record path learns the limit from the target's MESSAGE_TOO_LARGE;
-	// passthrough checks batches against the topic's max.message.bytes
-	// before it sends them.
-	t.Run("record path", func(t *testing.T) {
+	// The engine checks batches against the topic's max.message.bytes
+	// before it sends them, forwarded or re-encoded.
+	t.Run("re-encode", func(t *testing.T) {
 		t.Parallel()
-		oversized(t, "MESSAGE_TOO_LARGE", recordPath)
+		oversized(t, "the target accepts 20000", reencodeAll)
 	})
 	t.Run("passthrough", func(t *testing.T) {
 		t.Parallel()

@@ -26,7 +26,6 @@ import (
 	"github.com/kmirror/kmirror/internal/passthrough"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/readlog"
-	"github.com/kmirror/kmirror/internal/replicate"
 	"github.com/kmirror/kmirror/internal/testkafka"
 	"github.com/kmirror/kmirror/internal/wire"
 )
@@ -47,7 +46,9 @@ type ptSetup struct {
 	partitions int32
 	syncs      string // offset-syncs topic on b; "" for none
 	addOrigin  bool
-	partBytes  int32 // fetch bytes per partition; 0 for 64 KiB
+	reencode   bool   // every batch (passthrough.Config.ReencodeAll)
+	codec      string // the target codec (passthrough.Config.Codec)
+	partBytes  int32  // fetch bytes per partition; 0 for 64 KiB
 }
 
 // start builds a pipeline for every partition of s.topics, reading its
@@ -72,7 +73,7 @@ func (s ptSetup) start(t *testing.T) *ptRun {
 		SourceAlias: s.src, TargetAlias: s.dst,
 		Source: s.a.Client(t), SourceAdmin: s.a.Admin(t),
 		Target: s.b.Client(t), TargetAdmin: adm,
-		Progress: store, Syncs: syncs, AddOrigin: s.addOrigin,
+		Progress: store, Syncs: syncs, AddOrigin: s.addOrigin, ReencodeAll: s.reencode, Codec: s.codec,
 		Metrics: metrics.New(), Log: log,
 		PartitionMaxBytes: cmp.Or(s.partBytes, 64<<10), // small: several fetches per partition
 	})
@@ -429,8 +430,8 @@ func headerValue(r *kgo.Record, key string) (string, bool) {
 }
 
 // TestPassthroughThroughput copies the same lz4 topic of 1 KiB records with
-// the passthrough path and with the record path (replicate.Replicator), and
-// logs time and CPU per MB of each. It asserts only that both copy
+// batches forwarded and with every batch re-encoded, and logs time and CPU
+// per MB of each. It asserts only that both copy
 // everything: performance is measured by bench/ and the Go benchmarks.
 // KMIRROR_PT_MB sets the size (default 8, enough to exercise many batches).
 func TestPassthroughThroughput(t *testing.T) {
@@ -499,33 +500,10 @@ func TestPassthroughThroughput(t *testing.T) {
 		r := s.start(t)
 		return func() { r.stop(t) }
 	})
-	run("recordpath", func(src, remote string) func() {
-		log := slog.New(slog.NewTextHandler(io.Discard, nil))
-		consumer := a.Client(t, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumeResetOffset(kgo.NoResetOffset()))
-		producer := b.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
-			kgo.ProducerBatchCompression(kgo.Lz4Compression()))
-		store, err := progress.Open(ctx(t), b.Admin(t), []kgo.Opt{kgo.SeedBrokers(b.Bootstrap...)}, producer, progress.Options{
-			Topic: "mm2-offsets." + src + ".internal", Source: src, Partitions: 1, ReplicationFactor: 1,
-		}, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep := replicate.New(replicate.Config{SourceAlias: src, TargetAlias: "dst", Source: consumer, SourceAdmin: a.Admin(t),
-			Target: producer, Progress: store, Metrics: metrics.New(), Log: log})
-		var ps []datapath.Partition
-		for p := range int32(parts) {
-			ps = append(ps, datapath.Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: remote})
-		}
-		rep.Assign(ps)
-		c, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- rep.Run(c, 30*time.Second) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		}
+	run("reencode", func(src, remote string) func() {
+		s := ptSetup{a: a, b: b, src: src, dst: alias(t, "dst"), topics: []string{topic}, partitions: parts, partBytes: passthrough.DefaultPartitionMaxBytes, reencode: true}
+		r := s.start(t)
+		return func() { r.stop(t) }
 	})
 }
 

@@ -342,7 +342,7 @@ func TestByteCountIsValueBytes(t *testing.T) {
 		extra []string
 		slack float64
 	}{
-		{"record path", []string{recordPath}, 0},
+		{"re-encode", []string{reencodeAll}, 0},
 		{"passthrough", nil, 0.1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

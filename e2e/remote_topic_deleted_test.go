@@ -20,7 +20,7 @@ import (
 func TestRemoteTopicDeletedRecreated(t *testing.T) {
 	t.Parallel()
 	t.Run("passthrough", func(t *testing.T) { remoteTopicDeleted(t) })
-	t.Run("record path", func(t *testing.T) { remoteTopicDeleted(t, recordPath) })
+	t.Run("re-encode", func(t *testing.T) { remoteTopicDeleted(t, reencodeAll) })
 }
 
 func remoteTopicDeleted(t *testing.T, extraLines ...string) {

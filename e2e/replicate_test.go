@@ -82,9 +82,9 @@ func produceTxn(t *testing.T, c *testkafka.Cluster, topic string, partitions int
 
 func TestReplicateRecordsExactly(t *testing.T) {
 	t.Parallel()
-	t.Run("record path", func(t *testing.T) {
+	t.Run("re-encode", func(t *testing.T) {
 		t.Parallel()
-		replicateExactly(t, []string{recordPath})
+		replicateExactly(t, []string{reencodeAll})
 	})
 	t.Run("passthrough", func(t *testing.T) {
 		t.Parallel()
@@ -118,9 +118,10 @@ func replicateExactly(t *testing.T, extra []string) {
 		})
 	}
 	p.stop()
-	usedPT := strings.Contains(p.log.String(), "passthrough: source batches are forwarded")
-	if wantPT := !slices.Contains(extra, recordPath); usedPT != wantPT {
-		t.Errorf("flow used passthrough: %v, want %v", usedPT, wantPT)
+	forwarded := strings.Contains(p.log.String(), "data path: source batches are forwarded")
+	reencoded := strings.Contains(p.log.String(), "data path: every batch is re-encoded")
+	if want := slices.Contains(extra, reencodeAll); forwarded == want || reencoded != want {
+		t.Errorf("flow forwarded batches: %v, re-encoded every batch: %v; want re-encoding %v", forwarded, reencoded, want)
 	}
 	for _, tp := range topics {
 		got := b.ReadAll(t, src+"."+tp)

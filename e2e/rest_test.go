@@ -23,13 +23,13 @@ func TestRESTControl(t *testing.T) {
 		t.Parallel()
 		restControl(t)
 	})
-	t.Run("record path", func(t *testing.T) {
+	t.Run("re-encode", func(t *testing.T) {
 		t.Parallel()
-		restControl(t, recordPath)
+		restControl(t, reencodeAll)
 	})
-	t.Run("record path two lanes", func(t *testing.T) {
+	t.Run("re-encode one lane", func(t *testing.T) {
 		t.Parallel()
-		restControl(t, recordPath, twoLanes)
+		restControl(t, reencodeAll, oneLane)
 	})
 }
 

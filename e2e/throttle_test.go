@@ -18,7 +18,7 @@ import (
 func TestThrottle(t *testing.T) {
 	t.Parallel()
 	for _, pt := range []bool{false, true} {
-		name := "record path"
+		name := "re-encode"
 		if pt {
 			name = "passthrough"
 		}
@@ -41,7 +41,7 @@ func TestThrottle(t *testing.T) {
 			if pt {
 				extra = append(extra, "kmirror.passthrough.enabled = true")
 			} else {
-				extra = append(extra, recordPath)
+				extra = append(extra, reencodeAll)
 			}
 			start := time.Now()
 			p := startKmirror(t, writeFile(t, "mm2.properties", mm2Config(src, dst, a, b, extra...)))

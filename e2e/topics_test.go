@@ -311,20 +311,15 @@ func TestRecreatedTopicReported(t *testing.T) {
 // re-creation is reported.
 func TestRecreatedTopicWhileRunning(t *testing.T) {
 	t.Parallel()
-	// The record path's franz-go consumer keeps fetching with the old
-	// topic ID (UNKNOWN_TOPIC_ID, logged in a tight loop) and never
-	// reaches the new topic; the same before the data paths shared
-	// internal/datapath.
-	const stale = "known bug: the record path's consumer keeps the old topic ID"
 	for _, tt := range []struct {
 		name  string
 		extra []string
 		skip  string
 	}{
 		{"passthrough", nil, ""},
-		{"record path", []string{recordPath}, stale},
+		{"re-encode", []string{reencodeAll}, ""},
 		{"group passthrough", []string{"kmirror.workers = group"}, ""},
-		{"group record path", []string{"kmirror.workers = group", recordPath}, stale},
+		{"group re-encode", []string{"kmirror.workers = group", reencodeAll}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -20,16 +20,16 @@ import (
 // the exactly-once metrics, and fail /ready, and the slots must be
 // retried. Once the ACL is granted, the worker takes the slots without a
 // rebalance, the partitions run and every record is copied exactly once.
-// It runs on passthrough (the default) and on the record path.
+// It runs with batches forwarded (the default) and re-encoded.
 func TestWorkersExactlyOnceSlotRetry(t *testing.T) {
 	t.Parallel()
 	t.Run("passthrough", func(t *testing.T) {
 		t.Parallel()
 		slotRetry(t)
 	})
-	t.Run("record path", func(t *testing.T) {
+	t.Run("re-encode", func(t *testing.T) {
 		t.Parallel()
-		slotRetry(t, recordPath)
+		slotRetry(t, reencodeAll)
 	})
 }
 

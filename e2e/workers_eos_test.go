@@ -19,26 +19,27 @@ import (
 // (the group gives its slots to the survivor, which fences it) and resumes
 // it, then scales back to one. A read_committed reader of the target must
 // see every source record exactly once, in source order per partition. It
-// runs on passthrough (the default) and on the record path.
+// runs with batches forwarded (the default) and re-encoded.
 func TestWorkersExactlyOnce(t *testing.T) {
 	t.Parallel()
 	t.Run("passthrough", func(t *testing.T) {
 		t.Parallel()
 		workersExactlyOnce(t)
 	})
-	t.Run("record path", func(t *testing.T) {
+	t.Run("re-encode", func(t *testing.T) {
 		t.Parallel()
-		workersExactlyOnce(t, recordPath)
+		workersExactlyOnce(t, reencodeAll)
 	})
 }
 
 // dataPathRan fails t unless every worker ran the data path that extra
-// asks for: passthrough unless it holds recordPath.
+// asks for: batches forwarded, or every batch re-encoded when it holds
+// reencodeAll.
 func dataPathRan(t *testing.T, extra []string, ws ...*proc) {
 	t.Helper()
-	want := "passthrough: source batches are forwarded"
-	if slices.Contains(extra, recordPath) {
-		want = "record path: records are decoded"
+	want := "data path: source batches are forwarded"
+	if slices.Contains(extra, reencodeAll) {
+		want = "data path: every batch is re-encoded"
 	}
 	for i, w := range ws {
 		if !strings.Contains(w.log.String(), want) {

@@ -82,11 +82,11 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 func describe(w io.Writer, f *config.Flow, addOrigin bool) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "  "+format+"\n", args...) }
 	fmt.Fprintf(w, "flow %s:\n", f.Name())
-	pt, why, fetches := flow.DataPath(f, addOrigin)
-	if pt {
-		p("data path: passthrough (source batches forwarded as they are), %d fetches per source broker", fetches)
+	enc, fetches := flow.DataPath(f, addOrigin)
+	if enc.Why == "" {
+		p("data path: batch engine, source batches forwarded as they are, %d fetches per source broker", fetches)
 	} else {
-		p("data path: record path because %s, %d fetches per source broker", why, fetches)
+		p("data path: batch engine, %s because %s, %d fetches per source broker", enc.What, enc.Why, fetches)
 	}
 	p("topics: %s, excluding %s", strings.Join(f.Topics, ", "), strings.Join(f.TopicsExclude, ", "))
 	p("remote names: %s (a source topic t becomes %s)", f.PolicyClass, f.Policy.FormatRemoteTopic(f.Source, "t"))
@@ -95,11 +95,7 @@ func describe(w io.Writer, f *config.Flow, addOrigin bool) {
 		p("exactly-once: on (%s.exactly.once.source.support = enabled), records and progress in target transactions, %d slots, transactional ids %s to %s",
 			f.Target, f.Slots, slots.TransactionalID(flow.TransactionalID(f), 0), slots.TransactionalID(flow.TransactionalID(f), f.Slots-1))
 	case f.ExactlyOnce:
-		how := "records and progress in target transactions"
-		if pt {
-			how = "source batches and progress in target transactions"
-		}
-		p("exactly-once: on (%s.exactly.once.source.support = enabled), %s, transactional id %s", f.Target, how, flow.TransactionalID(f))
+		p("exactly-once: on (%s.exactly.once.source.support = enabled), batches and progress in target transactions, transactional id %s", f.Target, flow.TransactionalID(f))
 	default:
 		p("exactly-once: off")
 	}

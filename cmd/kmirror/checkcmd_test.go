@@ -19,11 +19,13 @@ func TestCheckCommand(t *testing.T) {
 		want       []string
 	}{
 		{"passthrough flow", base + "A->B.enabled = true\nB->A.emit.heartbeats.enabled = false\n", 0,
-			[]string{"flow A->B:", "data path: passthrough", "2 fetches per source broker", "exactly-once: off", "workers: single", "configuration OK"}},
+			[]string{"flow A->B:", "data path: batch engine, source batches forwarded as they are", "2 fetches per source broker", "exactly-once: off", "workers: single", "configuration OK"}},
 		{"exactly-once flow", base + "A->B.enabled = true\nB.exactly.once.source.support = ENABLED\n", 0,
-			[]string{"data path: passthrough", "source batches and progress in target transactions", "transactional id kmirror-A->B", "heartbeats only B->A: every 1s into A's heartbeats topic"}},
-		{"exactly-once record path", base + "A->B.enabled = true\nB.exactly.once.source.support = enabled\nkmirror.passthrough.enabled = false\n", 0,
-			[]string{"data path: record path because kmirror.passthrough.enabled = false", "records and progress in target transactions"}},
+			[]string{"data path: batch engine, source batches forwarded", "batches and progress in target transactions", "transactional id kmirror-A->B", "heartbeats only B->A: every 1s into A's heartbeats topic"}},
+		{"exactly-once re-encode", base + "A->B.enabled = true\nB.exactly.once.source.support = enabled\nkmirror.passthrough.enabled = false\n", 0,
+			[]string{"data path: batch engine, every batch is re-encoded because kmirror.passthrough.enabled = false, 2 fetches", "batches and progress in target transactions"}},
+		{"target codec", base + "A->B.enabled = true\nB.producer.compression.type = zstd\n", 0,
+			[]string{"data path: batch engine, batches not compressed with zstd are re-encoded with it because the target producer sets compression.type = zstd"}},
 		{"group workers", base + "A->B.enabled = true\nA->B.kmirror.workers = Group\nA->B.kmirror.workers.group.id = w\n", 0,
 			[]string{`workers: group "w" on A`}},
 		{"heartbeats only", base, 0, []string{"heartbeats only A->B", "heartbeats only B->A", "only heartbeats run"}},

@@ -40,7 +40,7 @@ const (
 	// mm1` sets from MM1's group.id). kmirror commits nothing to it.
 	StartGroupKey = "kmirror.start.from.group"
 	// ThrottleKey bounds the bytes per second a flow copies to its target
-	// (keys and values on the record path, batch bytes on passthrough);
+	// (the bytes of the batches sent);
 	// 0 is no bound.
 	ThrottleKey = "kmirror.throttle.bytes.per.second"
 	// ProvenanceKey turns the provenance header on or off; unset, the

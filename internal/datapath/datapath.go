@@ -1,9 +1,9 @@
-// Package datapath is the core that kmirror's two data paths share: the
-// partition and status types, the per-partition progress ledger, gap
-// handling, produce error classes, the Revoke sequence, pause state and
-// the group consumer adapter. The engines (internal/replicate, the record
-// path, and internal/passthrough) move the records behind one interface,
-// Engine, and keep their own locking and hot paths.
+// Package datapath is the core of kmirror's data path: the partition and
+// status types, the per-partition progress ledger, gap handling, produce
+// error classes, the Revoke sequence, pause state and the group consumer
+// adapter. The engine (internal/passthrough, the batch engine) moves the
+// records behind one interface, Engine, and keeps its own locking and hot
+// paths.
 package datapath
 
 import (
@@ -36,8 +36,8 @@ type Partition struct {
 	Remote string
 }
 
-// Engine moves the records of assigned partitions: the record path
-// (internal/replicate) or passthrough (internal/passthrough).
+// Engine moves the records of assigned partitions: the batch engine
+// (internal/passthrough).
 type Engine interface {
 	// Assign starts replicating ps from their saved progress (or the log
 	// start, or end when so configured). Already assigned partitions are

@@ -20,7 +20,6 @@ import (
 	"github.com/kmirror/kmirror/internal/passthrough"
 	"github.com/kmirror/kmirror/internal/policy"
 	"github.com/kmirror/kmirror/internal/progress"
-	"github.com/kmirror/kmirror/internal/replicate"
 	"github.com/kmirror/kmirror/internal/slots"
 	"github.com/kmirror/kmirror/internal/throttle"
 	"github.com/kmirror/kmirror/internal/topicsync"
@@ -97,7 +96,6 @@ func (r *running) build(ctx context.Context) error {
 	if r.group != "" && eos {
 		slotCount = c.Slots
 	}
-	direct := copts // a consumer without the group, for the record path
 	if r.group != "" {
 		copts = append(slices.Clip(copts), r.hooks.options(r.group, c.SourceConsumer, slotCount)...)
 		f.log.Info("workers share this flow through a consumer group on the source", "group", r.group)
@@ -106,29 +104,12 @@ func (r *running) build(ctx context.Context) error {
 	if r.consumer, _, err = f.client("replication-consumer", clients.Consumer, c.SourceConsumer, copts...); err != nil {
 		return err
 	}
-	usePT, why := dataPathOf(c, f.opts.AddOrigin)
-	if !usePT {
-		f.log.Info("record path: records are decoded and re-encoded", "because", why)
-	}
+	enc := encodingOf(c, f.opts.AddOrigin)
 	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
-	var slotProducer func(int) (*kgo.Client, error)
-	if slotCount > 0 {
-		slotProducer = func(n int) (*kgo.Client, error) {
-			cl, _, err := f.client(fmt.Sprintf("replication-producer-slot-%d", n), clients.Producer, c.TargetProducer,
-				append([]kgo.Opt{kgo.TransactionalID(slots.TransactionalID(TransactionalID(c), n))}, popts...)...)
-			return cl, err
-		}
-	} else if eos && !usePT { // passthrough runs its own transactions
-		popts = append(popts, kgo.TransactionalID(TransactionalID(c)))
-	}
 	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
 		return err
 	}
-	byCodec, err := f.codecProducers(eos || usePT, popts)
-	if err != nil {
-		return err
-	}
-	// Progress written outside the record path (revoked partitions,
+	// Progress written outside the data path's transactions (revoked partitions,
 	// re-created topics) cannot use a transactional producer.
 	storeProducer := r.producer
 	if eos {
@@ -178,77 +159,43 @@ func (r *running) build(ctx context.Context) error {
 		}
 	}
 	limiter := throttle.New(c.ThrottleBytesPerSecond)
-	fetches := fetchesOf(c, usePT)
-	// More source clients, one per fetch lane after the first.
+	fetches := fetchesOf(c)
+	// More source clients, one per fetch lane after the first: transport
+	// and metadata only.
 	var more []*kgo.Client
 	for i := 1; i < fetches; i++ {
-		var o []kgo.Opt // passthrough: transport and metadata only
-		if !usePT {
-			o = direct // direct consumers (no group)
-		}
-		cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer, o...)
+		cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer)
 		if err != nil {
 			return err
 		}
 		more = append(more, cl)
 	}
-	// The record path in group mode fetches with direct consumers, like
-	// passthrough: the group consumer only hands out the partitions, its
-	// fetching paused (datapath.Group.OwnFetches). Fetching through the
-	// group consumer left a partition unfetched now and then after a
-	// rebalance (docs/architecture.md, "Assignment and several workers").
-	src := r.consumer
-	if r.group != "" && !usePT {
-		if src, _, err = f.client("replication-fetcher-0", clients.Consumer, c.SourceConsumer, direct...); err != nil {
-			return err
-		}
-		r.hooks.adapter.OwnFetches = true
-	}
-	if usePT {
-		f.log.Info("passthrough: source batches are forwarded without recompression", "fetches_per_broker", fetches)
-		ptc := passthrough.Config{
-			SourceAlias: c.Source, TargetAlias: c.Target,
-			Source: r.consumer, MoreSources: more, SourceAdmin: r.srcAdm,
-			Target: r.producer, TargetAdmin: r.tgtAdm,
-			Progress: r.store, Syncs: syncs,
-			StartAtEnd: startAtEnd,
-			Throttle:   limiter,
-			Metrics:    f.m, Log: f.log,
-			// The source consumer's Java fetch keys, as on the record
-			// path; unset ones keep passthrough's defaults.
-			FetchMaxBytes:     int32(positiveInt(c.SourceConsumer["fetch.max.bytes"])),
-			PartitionMaxBytes: int32(positiveInt(c.SourceConsumer["max.partition.fetch.bytes"])),
-			FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
-			TopicGone:         r.topicGone,
-		}
-		if eos {
-			ptc.TransactionalID, ptc.Slots = TransactionalID(c), slotCount
-		}
-		pl := passthrough.New(ptc)
-		r.rep = pl
-		r.hooks.adapter.OwnFetches = true
+	if enc.Why == "" {
+		f.log.Info("data path: source batches are forwarded without recompression", "fetches_per_broker", fetches)
 	} else {
-		r.rep = replicate.New(replicate.Config{
-			SourceAlias:   c.Source,
-			TargetAlias:   c.Target,
-			Source:        src,
-			MoreSources:   more,
-			SourceAdmin:   r.srcAdm,
-			Target:        r.producer,
-			ByCodec:       byCodec,
-			Progress:      r.store,
-			Syncs:         syncs,
-			StartAtEnd:    startAtEnd,
-			AddOrigin:     f.opts.AddOrigin,
-			Throttle:      limiter,
-			Transactional: eos,
-			SlotProducer:  slotProducer,
-			Slots:         slotCount,
-			TopicGone:     r.topicGone,
-			Metrics:       f.m,
-			Log:           f.log,
-		})
+		f.log.Info("data path: "+enc.What, "because", enc.Why, "fetches_per_broker", fetches)
 	}
+	ptc := passthrough.Config{
+		SourceAlias: c.Source, TargetAlias: c.Target,
+		Source: r.consumer, MoreSources: more, SourceAdmin: r.srcAdm,
+		Target: r.producer, TargetAdmin: r.tgtAdm,
+		Progress: r.store, Syncs: syncs,
+		StartAtEnd: startAtEnd,
+		Throttle:   limiter,
+		AddOrigin:  f.opts.AddOrigin, ReencodeAll: enc.All, Codec: enc.Codec,
+		Metrics: f.m, Log: f.log,
+		// The source consumer's Java fetch keys; unset ones keep
+		// passthrough's defaults.
+		FetchMaxBytes:     int32(positiveInt(c.SourceConsumer["fetch.max.bytes"])),
+		PartitionMaxBytes: int32(positiveInt(c.SourceConsumer["max.partition.fetch.bytes"])),
+		FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
+		TopicGone:         r.topicGone,
+	}
+	if eos {
+		ptc.TransactionalID, ptc.Slots = TransactionalID(c), slotCount
+	}
+	r.rep = passthrough.New(ptc)
+	r.hooks.adapter.OwnFetches = true
 	r.hooks.adapter.Engine = r.rep
 	r.health = datapath.NewHealth(datapath.HealthConfig{
 		SourceAlias: c.Source, TargetAlias: c.Target, Source: r.srcAdmCl,

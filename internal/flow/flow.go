@@ -1,5 +1,6 @@
 // Package flow runs one replication flow (source->target) of an MM2
-// configuration: topic sync, the record path, progress and offset syncs.
+// configuration: topic sync, the data path (internal/passthrough), progress
+// and offset syncs.
 package flow
 
 import (
@@ -26,74 +27,56 @@ import (
 	"github.com/kmirror/kmirror/internal/progress"
 )
 
-// codecProducers returns one producer per compression codec, so that
-// records reach the target compressed as they were at the source, unless
-// compression.type is set for the target producer or single is set
-// (exactly-once: one transaction, one producer; passthrough: batches keep
-// their codec anyway).
-func (f *Flow) codecProducers(single bool, popts []kgo.Opt) (map[uint8]*kgo.Client, error) {
-	if single || f.cfg.TargetProducer["compression.type"] != "" {
-		return nil, nil
-	}
-	codecs := []struct {
-		attr  uint8
-		name  string
-		codec kgo.CompressionCodec
-	}{
-		// gzip and zstd at their fastest levels: recompressing at the
-		// default levels cost more CPU than everything else together
-		// (docs/benchmarks.md).
-		{0, "none", kgo.NoCompression()}, {1, "gzip", kgo.GzipCompression().WithLevel(1)}, {2, "snappy", kgo.SnappyCompression()},
-		{3, "lz4", kgo.Lz4Compression()}, {4, "zstd", kgo.ZstdCompression().WithLevel(1)},
-	}
-	out := make(map[uint8]*kgo.Client, len(codecs))
-	for _, c := range codecs {
-		cl, _, err := f.client("replication-producer-"+c.name, clients.Producer, f.cfg.TargetProducer,
-			append(append([]kgo.Opt{}, popts...), kgo.ProducerBatchCompression(c.codec))...)
-		if err != nil {
-			return nil, err
-		}
-		out[c.attr] = cl
-	}
-	return out, nil
+// Encoding is how a flow's batches reach the target on the batch engine
+// (internal/passthrough): forwarded as they are wherever the flow allows
+// (Why is empty), or re-encoded, every batch or those of another codec.
+type Encoding struct {
+	All   bool   // every batch is re-encoded
+	Codec string // the target codec (compression.type), or "" to keep the source's
+	// What says which batches are re-encoded and Why what makes the flow
+	// re-encode them; both empty when batches are forwarded.
+	What, Why string
 }
 
-// dataPath decides between passthrough and the record path, and says why
-// when a flow that may use passthrough cannot.
-func dataPathOf(c *config.Flow, addOrigin bool) (passthrough bool, why string) {
-	switch {
-	case c.Passthrough == config.Off:
-		return false, config.PassthroughKey + " = false"
-	case addOrigin:
-		return false, "the provenance header is written"
-	case c.TargetProducer["compression.type"] != "":
-		return false, "the target producer sets compression.type"
+// encodingOf decides how flow c's batches reach the target; addOrigin is
+// OriginHeaderFlows' answer for c.
+func encodingOf(c *config.Flow, addOrigin bool) Encoding {
+	e := Encoding{All: c.Passthrough == config.Off, Codec: strings.TrimSpace(c.TargetProducer["compression.type"])}
+	var because []string
+	if e.All {
+		because = append(because, config.PassthroughKey+" = false")
 	}
-	return true, ""
+	if addOrigin {
+		because = append(because, "the provenance header is written")
+	}
+	if e.Codec != "" {
+		because = append(because, "the target producer sets compression.type = "+e.Codec)
+	}
+	switch {
+	case e.All || addOrigin:
+		e.What = "every batch is re-encoded"
+	case e.Codec != "":
+		e.What = "batches not compressed with " + e.Codec + " are re-encoded with it"
+	}
+	if e.Codec != "" && (e.All || addOrigin) {
+		e.What += ", compressed with " + e.Codec
+	}
+	e.Why = strings.Join(because, " and ")
+	return e
 }
 
-// DefaultFetches and DefaultRecordFetches are the defaults of
-// config.FetchesKey: how many fetches a flow keeps in flight to each source
-// broker, each on its own connection and for its share of the partitions.
-// A Kafka broker answers the requests of one connection one at a time, so
-// with one fetch a long round trip leaves the link idle between a response
-// and the next request; Kafka's own followers use num.replica.fetchers the
-// same way. The default is DefaultFetches on
-// passthrough and DefaultRecordFetches on the record path, where each lane
-// is a whole consumer: measured locally, a second one cost about a quarter
-// more CPU and a tenth more memory for no gain without a long round trip.
-const (
-	DefaultFetches       = 2
-	DefaultRecordFetches = 1
-)
+// DefaultFetches is the default of config.FetchesKey: how many fetches a
+// flow keeps in flight to each source broker, each on its own connection
+// and for its share of the partitions. A Kafka broker answers the requests
+// of one connection one at a time, so with one fetch a long round trip
+// leaves the link idle between a response and the next request; Kafka's
+// own followers use num.replica.fetchers the same way.
+const DefaultFetches = 2
 
-// fetchesOf is the flow's fetches per broker on its data path.
-func fetchesOf(c *config.Flow, passthrough bool) int {
-	switch {
-	case c.FetchesPerBroker > 0:
+// fetchesOf is the flow's fetches per source broker.
+func fetchesOf(c *config.Flow) int {
+	if c.FetchesPerBroker > 0 {
 		return c.FetchesPerBroker
-	case !passthrough:
-		return DefaultRecordFetches
 	}
 	return DefaultFetches
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,26 +21,33 @@ func TestPositiveInt(t *testing.T) {
 	}
 }
 
-func TestDataPathOf(t *testing.T) {
+// TestEncodingOf: every flow runs on the batch engine; what makes it
+// re-encode batches, and which.
+func TestEncodingOf(t *testing.T) {
 	base := "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
 	eos := "B.exactly.once.source.support = enabled\n"
+	off := config.PassthroughKey + " = false\n"
 	tests := []struct {
 		name   string
 		body   string
 		origin bool
-		want   bool
-		why    string
+		want   Encoding
 	}{
-		{"default", base, false, true, ""},
-		{"auto", base + config.PassthroughKey + " = auto\n", false, true, ""},
-		{"true", base + "A->B." + config.PassthroughKey + " = true\n", false, true, ""},
-		{"false", base + config.PassthroughKey + " = false\n", false, false, config.PassthroughKey + " = false"},
-		{"exactly-once", base + eos, false, true, ""},
-		{"exactly-once record path", base + eos + config.PassthroughKey + " = false\n", false, false, config.PassthroughKey + " = false"},
-		{"exactly-once group", base + eos + "kmirror.workers = group\n", false, true, ""},
-		{"exactly-once group record path", base + eos + "kmirror.workers = group\n" + config.PassthroughKey + " = false\n", false, false, config.PassthroughKey + " = false"},
-		{"provenance header", base + config.PassthroughKey + " = true\n", true, false, "the provenance header is written"},
-		{"target codec", base + "B.producer.compression.type = zstd\n", false, false, "compression.type"},
+		{"default", base, false, Encoding{}},
+		{"auto", base + config.PassthroughKey + " = auto\n", false, Encoding{}},
+		{"true", base + "A->B." + config.PassthroughKey + " = true\n", false, Encoding{}},
+		{"false", base + off, false, Encoding{All: true, What: "every batch is re-encoded", Why: config.PassthroughKey + " = false"}},
+		{"exactly-once", base + eos, false, Encoding{}},
+		{"exactly-once re-encode", base + eos + off, false, Encoding{All: true, What: "every batch is re-encoded", Why: config.PassthroughKey + " = false"}},
+		{"exactly-once group", base + eos + "kmirror.workers = group\n", false, Encoding{}},
+		{"exactly-once group re-encode", base + eos + "kmirror.workers = group\n" + off, false,
+			Encoding{All: true, What: "every batch is re-encoded", Why: config.PassthroughKey + " = false"}},
+		{"provenance header", base + config.PassthroughKey + " = true\n", true, Encoding{What: "every batch is re-encoded", Why: "the provenance header is written"}},
+		{"target codec", base + "B.producer.compression.type = zstd\n", false,
+			Encoding{Codec: "zstd", What: "batches not compressed with zstd are re-encoded with it", Why: "the target producer sets compression.type = zstd"}},
+		{"target codec and re-encode", base + "B.producer.compression.type = lz4\n" + off, false,
+			Encoding{All: true, Codec: "lz4", What: "every batch is re-encoded, compressed with lz4",
+				Why: config.PassthroughKey + " = false and the target producer sets compression.type = lz4"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,9 +55,8 @@ func TestDataPathOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, why := dataPathOf(cfg.Flows[0], tt.origin)
-			if got != tt.want || !strings.Contains(why, tt.why) {
-				t.Errorf("passthrough %v (%q), want %v (%q)", got, why, tt.want, tt.why)
+			if got := encodingOf(cfg.Flows[0], tt.origin); got != tt.want {
+				t.Errorf("encodingOf = %+v, want %+v", got, tt.want)
 			}
 		})
 	}
@@ -64,8 +69,8 @@ func TestFetchesOf(t *testing.T) {
 		want       int
 	}{
 		{"default", base, DefaultFetches},
-		{"record path default", base + config.PassthroughKey + " = false\n", DefaultRecordFetches},
-		{"record path set", base + config.PassthroughKey + " = false\n" + config.FetchesKey + " = 2\n", 2},
+		{"re-encode default", base + config.PassthroughKey + " = false\n", DefaultFetches},
+		{"re-encode set", base + config.PassthroughKey + " = false\n" + config.FetchesKey + " = 1\n", 1},
 		{"top level", base + config.FetchesKey + " = 4\n", 4},
 		{"per flow", base + "A->B." + config.FetchesKey + " = 1\n", 1},
 		{"most", base + config.FetchesKey + " = 8\n", config.MaxFetchesPerBroker},
@@ -76,8 +81,7 @@ func TestFetchesOf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pt, _ := dataPathOf(cfg.Flows[0], false)
-			if got := fetchesOf(cfg.Flows[0], pt); got != tt.want {
+			if got := fetchesOf(cfg.Flows[0]); got != tt.want {
 				t.Errorf("fetchesOf = %d; want %d", got, tt.want)
 			}
 		})

@@ -256,13 +256,21 @@ type encoder struct {
 	comp map[kgo.CompressionCodecType]kgo.Compressor
 }
 
-func newEncoder() *encoder {
+// newEncoder returns an encoder with franz-go's compressors; fast takes
+// gzip and zstd at their fastest levels: recompressing what the source had
+// compressed at the default levels cost more CPU than everything else
+// together (docs/benchmarks.md).
+func newEncoder(fast bool) *encoder {
 	e := &encoder{comp: make(map[kgo.CompressionCodecType]kgo.Compressor)}
+	gzip, zstd := kgo.GzipCompression(), kgo.ZstdCompression()
+	if fast {
+		gzip, zstd = gzip.WithLevel(1), zstd.WithLevel(1)
+	}
 	for codec, cc := range map[kgo.CompressionCodecType]kgo.CompressionCodec{
-		kgo.CodecGzip:   kgo.GzipCompression(),
+		kgo.CodecGzip:   gzip,
 		kgo.CodecSnappy: kgo.SnappyCompression(),
 		kgo.CodecLz4:    kgo.Lz4Compression(),
-		kgo.CodecZstd:   kgo.ZstdCompression(),
+		kgo.CodecZstd:   zstd,
 	} {
 		if c, err := kgo.DefaultCompressor(cc); err == nil {
 			e.comp[codec] = c
@@ -322,6 +330,30 @@ func (e *encoder) encodeFit(recs []*kgo.Record, codec kgo.CompressionCodecType, 
 	return append(a, b...), err
 }
 
+// varintLen is the size of x as a zigzag varint.
+func varintLen(x int64) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutVarint(b[:], x)
+}
+
+// bytesLen is the size of b as Kafka's varint-length bytes (null: -1).
+func bytesLen(b []byte) int {
+	if b == nil {
+		return varintLen(-1)
+	}
+	return varintLen(int64(len(b))) + len(b)
+}
+
+// recordBodyLen is what a v2 record's length field counts: everything
+// after it, as kmsg.Record.AppendTo writes it.
+func recordBodyLen(r *kmsg.Record) int {
+	n := 1 + varintLen(r.TimestampDelta64) + varintLen(int64(r.OffsetDelta)) + bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+	}
+	return n
+}
+
 // recordSize is an upper bound of a record's encoded size.
 func recordSize(r *kgo.Record) int {
 	n := 5 + 1 + 10 + 5 + 5 + len(r.Key) + 5 + len(r.Value) + 5
@@ -336,35 +368,37 @@ func recordSize(r *kgo.Record) int {
 func (e *encoder) batch(recs []*kgo.Record, codec kgo.CompressionCodecType) ([]byte, error) {
 	first := recordMillis(recs[0])
 	maxTS := first
-	var body, scratch []byte
+	krs := make([]kmsg.Record, len(recs))
+	size := 0
 	for i, r := range recs {
 		ts := recordMillis(r)
 		maxTS = max(maxTS, ts)
-		kr := kmsg.Record{
-			TimestampDelta64: ts - first,
-			OffsetDelta:      int32(i),
-			Key:              r.Key,
-			Value:            r.Value,
-		}
+		kr := &krs[i]
+		kr.TimestampDelta64, kr.OffsetDelta, kr.Key, kr.Value = ts-first, int32(i), r.Key, r.Value
 		if len(r.Headers) > 0 {
 			kr.Headers = make([]kmsg.Header, len(r.Headers))
 			for j, h := range r.Headers {
 				kr.Headers[j] = kmsg.Header{Key: h.Key, Value: h.Value}
 			}
 		}
-		// Length 0 encodes as one byte: what follows it is the body.
-		scratch = kr.AppendTo(scratch[:0])
-		body = binary.AppendVarint(body, int64(len(scratch)-1))
-		body = append(body, scratch[1:]...)
+		kr.Length = int32(recordBodyLen(kr))
+		size += varintLen(int64(kr.Length)) + int(kr.Length)
 	}
+	// One buffer of the exact size, after room for the batch header:
+	// kmsg writes each record, its length first, straight into it.
+	buf := make([]byte, headerSize, headerSize+size)
+	for i := range krs {
+		buf = krs[i].AppendTo(buf)
+	}
+	body := buf[headerSize:]
 	records := body
 	if codec != kgo.CodecNone {
 		c, ok := e.comp[codec]
 		if !ok {
 			return nil, fmt.Errorf("unknown compression codec %d", codec)
 		}
-		var buf bytes.Buffer
-		out, used := c.Compress(&buf, body)
+		var cbuf bytes.Buffer
+		out, used := c.Compress(&cbuf, body)
 		if used != codec {
 			return nil, fmt.Errorf("compressing with codec %d failed", codec)
 		}
@@ -384,7 +418,15 @@ func (e *encoder) batch(recs []*kgo.Record, codec kgo.CompressionCodecType) ([]b
 		Records:              records,
 	}
 	b.Length = int32(headerSize - lengthExtra + len(records))
-	raw := b.AppendTo(make([]byte, 0, headerSize+len(records)))
+	var raw []byte
+	if codec == kgo.CodecNone {
+		// The header goes in the room left before the records.
+		b.Records = nil
+		b.AppendTo(buf[:0])
+		raw = buf
+	} else {
+		raw = b.AppendTo(make([]byte, 0, headerSize+len(records)))
+	}
 	binary.BigEndian.PutUint32(raw[crcAt:], crc32.Checksum(raw[attrsAt:], castagnoli))
 	return raw, nil
 }

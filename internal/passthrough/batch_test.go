@@ -44,7 +44,7 @@ func testRecords(n int, base int64, valueSize int) []*kgo.Record {
 // producer fields, optionally transactional, at base offset base.
 func sourceBatch(t testing.TB, recs []*kgo.Record, codec kgo.CompressionCodecType, base int64, txn bool) []byte {
 	t.Helper()
-	raw, err := newEncoder().batch(recs, codec)
+	raw, err := newEncoder(true).batch(recs, codec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestEncodeSplitsToFit(t *testing.T) {
 	recs := testRecords(200, 500, 300)
 	for _, codec := range codecs {
 		t.Run(fmt.Sprintf("codec%d", codec), func(t *testing.T) {
-			out, err := newEncoder().encode(recs, codec, 4000)
+			out, err := newEncoder(true).encode(recs, codec, 4000)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +341,7 @@ func TestEncodeSplitsToFit(t *testing.T) {
 func TestEncodeTooLarge(t *testing.T) {
 	recs := testRecords(10, 100, 50)
 	recs[6].Value = bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7}, 2000)
-	out, err := newEncoder().encode(recs, kgo.CodecNone, 2000)
+	out, err := newEncoder(true).encode(recs, kgo.CodecNone, 2000)
 	var tl *errTooLarge
 	if !errors.As(err, &tl) || tl.offset != 106 {
 		t.Fatalf("error %v, want a too large record at 106", err)

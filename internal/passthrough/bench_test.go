@@ -1,13 +1,22 @@
 package passthrough
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/progress"
 )
 
 // benchBatch returns a source batch of n records with 1 KiB values of
@@ -53,12 +62,12 @@ func BenchmarkForward(b *testing.B) {
 	}
 }
 
-// BenchmarkReencode is the record path's cost for the same batch:
+// BenchmarkReencode is the re-encoding cost of the same batch:
 // decompress and decode the records, encode and compress them again with
 // the same codec, and stamp the result.
 func BenchmarkReencode(b *testing.B) {
 	dec := kgo.DefaultDecompressor()
-	enc := newEncoder()
+	enc := newEncoder(true)
 	for _, codec := range codecs {
 		b.Run(codecName(codec), func(b *testing.B) {
 			raw, payload := benchBatch(b, codec, 100)
@@ -117,5 +126,100 @@ func BenchmarkProduceRequestAppend(b *testing.B) {
 				_ = tc.r.AppendTo(make([]byte, 0, 4096))
 			}
 		})
+	}
+}
+
+// BenchmarkEngine measures the engine in each mode between two in-process
+// fake clusters: b.N records of 1 KiB, lz4, over 4 partitions, source to
+// target. It is the workload the record path's BenchmarkReplicate
+// (internal/replicate, removed) measured, so "reencode" compares with it.
+// The fake brokers share the CPU: compare runs of this benchmark with
+// each other (benchstat), not with real clusters.
+// "reencode 2 lanes" runs with two source clients, the flows' default
+// (kmirror.fetches.per.broker); the record path's default was one.
+func BenchmarkEngine(b *testing.B) {
+	for _, m := range modes {
+		b.Run(m.name, func(b *testing.B) { benchEngine(b, m, 1) })
+	}
+	b.Run("reencode 2 lanes", func(b *testing.B) { benchEngine(b, mode{reencode: true}, 2) })
+}
+
+func benchEngine(b *testing.B, m mode, lanes int) {
+	src, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dst.Close()
+	srcOpts, dstOpts := []kgo.Opt{kgo.SeedBrokers(src.ListenAddrs()...)}, []kgo.Opt{kgo.SeedBrokers(dst.ListenAddrs()...)}
+	cl := func(opts []kgo.Opt, extra ...kgo.Opt) *kgo.Client {
+		c, err := kgo.NewClient(append(append([]kgo.Opt{}, opts...), extra...)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.Close)
+		return c
+	}
+	ctx := context.Background()
+	srcAdm, dstAdm := kadm.NewClient(cl(srcOpts)), kadm.NewClient(cl(dstOpts))
+	srcAdm.CreateTopic(ctx, 4, 1, nil, "bench")
+	dstAdm.CreateTopic(ctx, 4, 1, nil, "A.bench")
+	value := make([]byte, 1024)
+	pcl := cl(srcOpts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
+	for range b.N {
+		pcl.Produce(ctx, &kgo.Record{Topic: "bench", Value: value}, nil)
+	}
+	if err := pcl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	producer := cl(dstOpts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	store, err := progress.Open(ctx, dstAdm, dstOpts, producer, progress.Options{Topic: "mm2-offsets.A.internal", Source: "A", Partitions: 5, ReplicationFactor: 1}, log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var more []*kgo.Client
+	for range lanes - 1 {
+		more = append(more, cl(srcOpts))
+	}
+	pl := New(Config{
+		SourceAlias: "A", TargetAlias: "B",
+		Source: cl(srcOpts), MoreSources: more, SourceAdmin: srcAdm, Target: producer, Progress: store,
+		ReencodeAll: m.reencode, Codec: m.codec,
+		Metrics: metrics.New(), Log: log,
+	})
+	var ps []datapath.Partition
+	for p := range int32(4) {
+		ps = append(ps, datapath.Partition{TP: progress.TP{Topic: "bench", Partition: p}, Remote: "A.bench"})
+	}
+	b.SetBytes(1024)
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	b.ResetTimer()
+	pl.Assign(ps)
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- pl.Run(rctx, 10*time.Second) }()
+	for {
+		var n int64
+		for _, off := range pl.Positions() {
+			n += off + 1
+		}
+		if n >= int64(b.N) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+	b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+	stop()
+	if err := <-done; err != nil {
+		b.Fatal(err)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -293,9 +295,26 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 		}
 	}
 	pl.mu.Unlock()
-	for _, g := range gots {
-		pl.fetched(g.a, g.rp)
+	if len(gots) < 2 || !pl.reencodes() {
+		for _, g := range gots {
+			pl.fetched(g.a, g.rp)
+		}
+		return
 	}
+	// Re-encoding costs CPU: the partitions of the response are handled
+	// side by side, one per core (each keeps its own order).
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for _, g := range gots {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pl.fetched(g.a, g.rp)
+			<-sem
+		}()
+	}
+	wg.Wait()
 }
 
 // item is one step of a fetched partition: a batch to send, or source
@@ -418,7 +437,7 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 		switch {
 		case skip || b.NumRecords == 0:
 			items = append(items, item{skip: last})
-		case b.FirstOffset >= next && forwardable(&b) && !pl.cfg.AddOrigin && len(raw) <= a.maxBytes:
+		case b.FirstOffset >= next && forwardable(&b) && pl.forwards(b.Attributes) && len(raw) <= a.maxBytes:
 			// The batch stays in the fetch response's buffer (franz-go
 			// allocates one per response and never reuses it): no copy.
 			items = append(items, item{batch: &outBatch{
@@ -442,8 +461,9 @@ func beUint64(b []byte) uint64 {
 }
 
 // reencode decodes one source batch (records from offset from on) and
-// encodes it again with codec, applying the provenance rules, in batches
-// the target accepts. The source offsets up to last are complete after it.
+// encodes it again, with codec or the flow's target codec (encoderFor),
+// applying the provenance rules, in batches the target accepts. The source
+// offsets up to last are complete after it.
 func (pl *Pipeline) reencode(p *partition, raw []byte, from, last int64, codec kgo.CompressionCodecType, maxBytes int) []item {
 	recs, err := decode(raw, from, p.tp.Topic, p.tp.Partition, pl.dec)
 	if err != nil {
@@ -461,7 +481,8 @@ func (pl *Pipeline) reencode(p *partition, raw []byte, from, last int64, codec k
 		}
 		kept = append(kept, r)
 	}
-	encs, err := pl.enc.encode(kept, codec, maxBytes)
+	enc, codec := pl.encoderFor(codec)
+	encs, err := enc.encode(kept, codec, maxBytes)
 	var items []item
 	for _, e := range encs {
 		items = append(items, item{batch: &outBatch{

@@ -46,6 +46,10 @@ type faultCopy struct {
 	// commits counts the EndTxn requests that commit, as the target
 	// gets them.
 	commits atomic.Int64
+	// reencode and codec set Config.ReencodeAll and Config.Codec: the
+	// engine's re-encoding modes.
+	reencode bool
+	codec    string
 }
 
 // fetchCounter counts the fetch requests a client writes.
@@ -192,7 +196,8 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 	}
 	// Small fetches: many batches per partition, several in flight.
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: fetchers[0], MoreSources: fetchers[1:], SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
-		Progress: store, Metrics: metrics.New(), Log: log, PartitionMaxBytes: 20000, TransactionalID: fc.txnID})
+		Progress: store, Metrics: metrics.New(), Log: log, PartitionMaxBytes: 20000, TransactionalID: fc.txnID,
+		ReencodeAll: fc.reencode, Codec: fc.codec})
 	pl.Assign([]datapath.Partition{{TP: progress.TP{Topic: "t", Partition: 0}, Remote: "A.t"}, {TP: progress.TP{Topic: "t", Partition: 1}, Remote: "A.t"}})
 	rctx, rcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -481,6 +486,12 @@ func openTarget(ctx context.Context, t *testing.T, dst *kfake.Cluster, partition
 // re-created source topic: every batch is copied again from the log start,
 // even with StartAtEnd, and the progress follows.
 func TestRewind(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { rewind(t, m) })
+	}
+}
+
+func rewind(t *testing.T, m mode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srcCl, dst := twoPartitions(ctx, t, 40)
@@ -492,7 +503,7 @@ func TestRewind(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: srcCl, SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
-		Progress: store, Metrics: metrics.New(), Log: log, StartAtEnd: true})
+		Progress: store, Metrics: metrics.New(), Log: log, StartAtEnd: true, ReencodeAll: m.reencode, Codec: m.codec})
 	pl.Assign([]datapath.Partition{{TP: tps[0], Remote: "A.t"}, {TP: tps[1], Remote: "A.t"}})
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -551,6 +562,12 @@ func TestRewind(t *testing.T) {
 // answered) while its source holds records. Restart gets it copying from
 // its progress; the target holds every record once.
 func TestRestart(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { restart(t, m) })
+	}
+}
+
+func restart(t *testing.T, m mode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srcCl, dst := twoPartitions(ctx, t, 80)
@@ -560,7 +577,7 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: srcCl, SourceAdmin: kadm.NewClient(srcCl), Target: dstCl,
-		Progress: store, Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
+		Progress: store, Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler), ReencodeAll: m.reencode, Codec: m.codec})
 	pl.Assign([]datapath.Partition{{TP: tps[0], Remote: "A.t"}, {TP: tps[1], Remote: "A.t"}})
 	pl.mu.Lock()
 	pl.parts[tps[0]].retryAt = time.Now().Add(time.Hour)

@@ -38,7 +38,7 @@ func TestLegacyMessagesBecomeV2(t *testing.T) {
 			if err != nil || len(recs) != 1 {
 				t.Fatalf("decode: %d records, %v", len(recs), err)
 			}
-			encs, err := newEncoder().encode(recs, kgo.CodecNone, 1<<20)
+			encs, err := newEncoder(true).encode(recs, kgo.CodecNone, 1<<20)
 			if err != nil || len(encs) != 1 {
 				t.Fatalf("encode: %d batches, %v", len(encs), err)
 			}

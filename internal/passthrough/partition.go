@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
@@ -449,8 +450,11 @@ func (pl *Pipeline) stopLocked(p *partition, err error) {
 	}
 	pl.dropQueueLocked(p, false)
 	pl.cfg.Metrics.PartitionErrors.WithLabelValues(pl.cfg.SourceAlias, pl.cfg.TargetAlias, p.tp.Topic, strconv.Itoa(int(p.tp.Partition)), "true").Inc()
-	pl.cfg.Log.Error("partition stopped: the record cannot be written to the target; fix the cause and restart kmirror",
-		"topic", p.tp.Topic, "partition", p.tp.Partition, "offset", offset, "remote", p.remote, "err", err)
+	msg := "partition stopped: the record cannot be written to the target; fix the cause and restart kmirror"
+	if errors.Is(err, kgo.ErrMaxDecompress) { // a batch re-encoding would have to decompress
+		msg = "partition stopped: a source batch decompresses beyond kmirror's bound; fix the cause and restart kmirror"
+	}
+	pl.cfg.Log.Error(msg, "topic", p.tp.Topic, "partition", p.tp.Partition, "offset", offset, "remote", p.remote, "err", err)
 }
 
 // Restart fetches tp again from its progress when nothing of it is in

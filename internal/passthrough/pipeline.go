@@ -1,9 +1,10 @@
-// Package passthrough is kmirror's fast data path: it forwards the record
-// batches of assigned source partitions to the same partition of their
-// remote topics as they are, without decompressing or recompressing them.
-// Only the header fields the target needs are rewritten: producer ID,
-// epoch and base sequence of kmirror's idempotent producer, the cleared
-// transactional bit, and the CRC.
+// Package passthrough is kmirror's data path, the batch engine: it copies
+// the record batches of assigned source partitions to the same partition
+// of their remote topics, one source batch at a time. Where the flow
+// allows, a batch goes out as it is, without decompressing or
+// recompressing it: only the header fields the target needs are
+// rewritten: producer ID, epoch and base sequence of kmirror's idempotent
+// producer, the cleared transactional bit, and the CRC.
 //
 // The franz-go clients serve as transport and metadata only: fetches
 // (read_committed, filtered here as Kafka's consumer does), produces
@@ -12,12 +13,16 @@
 // broker for all its partitions.
 //
 // A batch that cannot go out as it is (message format v0/v1,
-// LogAppendTime, holes in its offsets, larger than the target accepts, a
-// flow that adds the provenance header, or one that starts before the
-// resume offset) is decoded and re-encoded with the same codec.
+// LogAppendTime, holes in its offsets, larger than the target accepts, or
+// one that starts before the resume offset) is decoded and re-encoded
+// with the same codec, with kmsg's record and batch encoding and
+// franz-go's compressors. Three flow settings re-encode more: the
+// provenance header (Config.AddOrigin) and the re-encode mode
+// (Config.ReencodeAll, kmirror.passthrough.enabled = false) every batch,
+// a target codec (Config.Codec) every batch compressed otherwise.
 //
-// A Pipeline is a datapath.Engine, as the record path (internal/replicate)
-// is: the same meaning of progress and the same offset syncs.
+// A Pipeline is a datapath.Engine: progress, offset syncs and exactly-once
+// (txn.go, slot.go) are the same in every mode.
 package passthrough
 
 import (
@@ -27,6 +32,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,8 +111,16 @@ type Config struct {
 	// drops records that came from the target. It forces every batch
 	// through decode and re-encode.
 	AddOrigin bool
-	Metrics   *metrics.Metrics
-	Log       *slog.Logger
+	// ReencodeAll decodes and re-encodes every batch: none goes to the
+	// target as it is (kmirror.passthrough.enabled = false).
+	ReencodeAll bool
+	// Codec, if set, is the compression the target gets (the target
+	// producer's compression.type: none, gzip, snappy, lz4 or zstd): a
+	// batch compressed otherwise is re-encoded with it, at the codec's
+	// default level. Empty keeps each batch's own codec.
+	Codec   string
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
 
 	// FetchMaxBytes bounds one fetch response, PartitionMaxBytes one
 	// partition of it, BufferBytes what is fetched and not yet
@@ -138,9 +152,13 @@ type Pipeline struct {
 	autoPart bool // PartitionMaxBytes adapts to the partitions per fetch
 	tadm     *kadm.Client
 	dec      kgo.Decompressor
-	enc      *encoder
-	wakeC    chan struct{}
-	wg       sync.WaitGroup
+	enc      *encoder // the source codec again, at the fastest levels
+	// codec is Config.Codec's codec, or -1 to keep the source's; encTo
+	// encodes it.
+	codec int8
+	encTo *encoder
+	wakeC chan struct{}
+	wg    sync.WaitGroup
 
 	mu        sync.Mutex
 	parts     map[progress.TP]*partition
@@ -216,7 +234,8 @@ func New(cfg Config) *Pipeline {
 		issued:     make(map[int32]chan struct{}),
 		tadm:       tadm,
 		dec:        decompressorOf(cfg.Source),
-		enc:        newEncoder(),
+		enc:        newEncoder(true),
+		codec:      -1,
 		wakeC:      make(chan struct{}, 1),
 		parts:      make(map[progress.TP]*partition),
 		pid:        -1,
@@ -235,7 +254,53 @@ func New(cfg Config) *Pipeline {
 	if pl.eos() {
 		pl.txns = make(map[int]*txnState)
 	}
+	if cfg.Codec != "" {
+		c, ok := ParseCodec(cfg.Codec)
+		if ok {
+			pl.codec, pl.encTo = int8(c), newEncoder(false)
+		} else {
+			cfg.Log.Warn("passthrough: unknown target compression; batches keep their source codec", "compression", cfg.Codec)
+		}
+	}
 	return pl
+}
+
+// ParseCodec returns the codec of a compression.type value.
+func ParseCodec(name string) (kgo.CompressionCodecType, bool) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "none":
+		return kgo.CodecNone, true
+	case "gzip":
+		return kgo.CodecGzip, true
+	case "snappy":
+		return kgo.CodecSnappy, true
+	case "lz4":
+		return kgo.CodecLz4, true
+	case "zstd":
+		return kgo.CodecZstd, true
+	}
+	return 0, false
+}
+
+// forwards reports whether the flow lets a batch with attributes attrs go
+// out as it is: no provenance header to write, not every batch re-encoded,
+// and the codec the target gets.
+func (pl *Pipeline) forwards(attrs int16) bool {
+	return !pl.cfg.AddOrigin && !pl.cfg.ReencodeAll && (pl.codec < 0 || int8(attrs&attrCodec) == pl.codec)
+}
+
+// reencodes reports whether the flow re-encodes batches by its settings.
+func (pl *Pipeline) reencodes() bool {
+	return pl.cfg.AddOrigin || pl.cfg.ReencodeAll || pl.codec >= 0
+}
+
+// encoderFor returns the encoder and codec for the records of a batch
+// compressed with src.
+func (pl *Pipeline) encoderFor(src kgo.CompressionCodecType) (*encoder, kgo.CompressionCodecType) {
+	if pl.codec >= 0 {
+		return pl.encTo, kgo.CompressionCodecType(pl.codec)
+	}
+	return pl.enc, src
 }
 
 func (pl *Pipeline) wake() {

@@ -68,6 +68,7 @@ func TestSplit(t *testing.T) {
 		first   int64 // first source offset of the batch, or skip offset
 		skip    bool
 		count   int32
+		codec   kgo.CompressionCodecType // of the batch sent; checked when forward is false
 	}
 	for _, tc := range []struct {
 		name    string
@@ -75,6 +76,8 @@ func TestSplit(t *testing.T) {
 		in      []byte
 		aborted []kmsg.FetchResponseTopicPartitionAbortedTransaction
 		origin  bool
+		all     bool   // Config.ReencodeAll
+		codec   string // Config.Codec
 		want    []want
 		next    int64
 	}{
@@ -87,7 +90,7 @@ func TestSplit(t *testing.T) {
 		{
 			name: "resume inside a batch re-encodes its tail",
 			from: 12, in: cat(lz4, zstd),
-			want: []want{{first: 12, count: 3}, {skip: true, first: 14}, {forward: true, first: 15, count: 3}},
+			want: []want{{first: 12, count: 3, codec: kgo.CodecLz4}, {skip: true, first: 14}, {forward: true, first: 15, count: 3}},
 			next: 18,
 		},
 		{
@@ -118,18 +121,52 @@ func TestSplit(t *testing.T) {
 		{
 			name: "LogAppendTime and legacy messages are re-encoded",
 			from: 21, in: cat(logAppend, legacy),
-			want: []want{{first: 21, count: 2}, {skip: true, first: 22}, {first: 23, count: 1}, {skip: true, first: 23}, {first: 24, count: 1}, {skip: true, first: 24}},
+			want: []want{{first: 21, count: 2, codec: kgo.CodecGzip}, {skip: true, first: 22}, {first: 23, count: 1}, {skip: true, first: 23}, {first: 24, count: 1}, {skip: true, first: 24}},
 			next: 25,
 		},
 		{
 			name: "provenance forces re-encoding",
 			from: 10, in: cat(lz4), origin: true,
-			want: []want{{first: 10, count: 5}, {skip: true, first: 14}},
+			want: []want{{first: 10, count: 5, codec: kgo.CodecLz4}, {skip: true, first: 14}},
 			next: 15,
+		},
+		{
+			name: "re-encode mode re-encodes every batch with its own codec",
+			from: 10, in: cat(lz4, zstd, txn), all: true,
+			want: []want{{first: 10, count: 5, codec: kgo.CodecLz4}, {skip: true, first: 14},
+				{first: 15, count: 3, codec: kgo.CodecZstd}, {skip: true, first: 17},
+				{first: 18, count: 2, codec: kgo.CodecSnappy}, {skip: true, first: 19}},
+			next: 20,
+		},
+		{
+			name: "re-encode mode still skips aborted data and markers",
+			from: 15, in: cat(zstd, txn, abortMarker(20)), all: true,
+			aborted: []kmsg.FetchResponseTopicPartitionAbortedTransaction{{ProducerID: 5, FirstOffset: 18}},
+			want:    []want{{first: 15, count: 3, codec: kgo.CodecZstd}, {skip: true, first: 17}, {skip: true, first: 19}, {skip: true, first: 20}},
+			next:    21,
+		},
+		{
+			name: "target codec: batches of another codec are re-encoded with it",
+			from: 10, in: cat(lz4, zstd), codec: "zstd",
+			want: []want{{first: 10, count: 5, codec: kgo.CodecZstd}, {skip: true, first: 14}, {forward: true, first: 15, count: 3}},
+			next: 18,
+		},
+		{
+			name: "target codec none decompresses",
+			from: 10, in: cat(lz4), codec: "none",
+			want: []want{{first: 10, count: 5, codec: kgo.CodecNone}, {skip: true, first: 14}},
+			next: 15,
+		},
+		{
+			name: "target codec with the provenance header",
+			from: 15, in: cat(zstd), codec: "gzip", origin: true,
+			want: []want{{first: 15, count: 3, codec: kgo.CodecGzip}, {skip: true, first: 17}},
+			next: 18,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pl := New(Config{SourceAlias: "A", TargetAlias: "B", AddOrigin: tc.origin, Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			pl := New(Config{SourceAlias: "A", TargetAlias: "B", AddOrigin: tc.origin, ReencodeAll: tc.all, Codec: tc.codec,
+				Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			p := &partition{tp: progress.TP{Topic: "t", Partition: 0}}
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.RecordBatches, rp.AbortedTransactions = tc.in, tc.aborted
@@ -160,6 +197,9 @@ func TestSplit(t *testing.T) {
 				}
 				if (b.offsets == nil) != w.forward || b.first != w.first || b.count != w.count {
 					t.Errorf("item %d: forwarded %v, first %d, count %d; want %v, %d, %d", i, b.offsets == nil, b.first, b.count, w.forward, w.first, w.count)
+				}
+				if codec := kgo.CompressionCodecType(b.raw[attrsAt+1] & attrCodec); !w.forward && codec != w.codec {
+					t.Errorf("item %d: codec %d, want %d", i, codec, w.codec)
 				}
 				recs, err := decode(b.raw, 0, "t", 0, kgo.DefaultDecompressor())
 				if err != nil || len(recs) != int(b.count) {
@@ -196,5 +236,82 @@ func TestSplitSkipsLoopedRecords(t *testing.T) {
 	}
 	if got := items[0].batch.offsets; len(got) != 2 || got[0] != 0 || got[1] != 2 {
 		t.Errorf("source offsets %v, want [0 2]", got)
+	}
+}
+
+// TestReencodeKeepsRecords re-encodes a batch of every source codec in
+// each re-encoding mode of the engine and checks that keys, values,
+// tombstones, headers and timestamps reach the target batch unchanged
+// (the provenance header added last where the flow writes it), with the
+// source offsets and the codec the mode asks for.
+func TestReencodeKeepsRecords(t *testing.T) {
+	for _, mode := range []struct {
+		name   string
+		all    bool
+		codec  string
+		origin bool
+	}{
+		{name: "all batches", all: true},
+		{name: "target codec zstd", codec: "zstd"},
+		{name: "target codec none", codec: "none"},
+		{name: "provenance header", origin: true},
+	} {
+		for _, src := range codecs {
+			t.Run(mode.name+"/"+codecName(src), func(t *testing.T) {
+				want := testRecords(9, 100, 50)
+				pl := New(Config{SourceAlias: "A", TargetAlias: "B", AddOrigin: mode.origin, ReencodeAll: mode.all, Codec: mode.codec,
+					Metrics: metrics.New(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				p := &partition{tp: progress.TP{Topic: "t", Partition: 0}}
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.RecordBatches = sourceBatch(t, want, src, 100, false)
+				items, next, bad := pl.split(p, fetchAsk{p: p, offset: 100, maxBytes: defaultMaxMessageBytes}, &rp)
+				if bad != nil || next != 109 {
+					t.Fatalf("split: next %d, %v", next, bad)
+				}
+				wantCodec := src
+				if c, ok := ParseCodec(mode.codec); ok {
+					wantCodec = c
+				}
+				forward := !mode.all && !mode.origin && wantCodec == src
+				if len(items) == 0 || items[0].batch == nil {
+					t.Fatalf("items %+v, want a batch first", items)
+				}
+				b := items[0].batch
+				if (b.offsets == nil) != forward {
+					t.Fatalf("forwarded %v, want %v", b.offsets == nil, forward)
+				}
+				if codec := kgo.CompressionCodecType(b.raw[attrsAt+1] & attrCodec); codec != wantCodec {
+					t.Errorf("codec %d, want %d", codec, wantCodec)
+				}
+				var hb kmsg.RecordBatch
+				if err := hb.ReadFrom(b.raw); err != nil || hb.Attributes&attrLogAppendTime != 0 {
+					t.Fatalf("batch header %+v (%v): want CreateTime", hb, err)
+				}
+				got, err := decode(b.raw, 0, "t", 0, kgo.DefaultDecompressor())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mode.origin {
+					for i, r := range got {
+						last := r.Headers[len(r.Headers)-1]
+						if last.Key != datapath.OriginHeader || string(last.Value) != "A" {
+							t.Fatalf("record %d: last header %v, want the provenance header", i, last)
+						}
+						r.Headers = r.Headers[:len(r.Headers)-1]
+						if len(r.Headers) == 0 && want[i].Headers == nil {
+							r.Headers = nil
+						}
+					}
+				}
+				base := int64(0) // re-encoded batches start at 0, forwarded ones keep theirs until stamped
+				if forward {
+					base = 100
+				}
+				sameTestRecords(t, want, got, base)
+				if !forward && (len(b.offsets) != 9 || b.offsets[0] != 100 || b.offsets[8] != 108) {
+					t.Errorf("source offsets %v, want 100..108", b.offsets)
+				}
+			})
+		}
 	}
 }

@@ -43,7 +43,7 @@ func flowConfig(src, dst string, a, b *testkafka.Cluster, topics, extra string) 
 func TestRunnerFlow(t *testing.T) {
 	tests := []struct{ name, extra string }{
 		{"passthrough", ""},
-		{"record path", "kmirror.passthrough.enabled = false"},
+		{"re-encode every batch", "kmirror.passthrough.enabled = false"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { runnerFlow(t, tt.extra) })
