@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/testwait"
 )
 
 func TestMain(m *testing.M) { testkafka.Main(m) }
@@ -166,17 +167,8 @@ func (p *proc) stop() {
 	}
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it holds or the timeout passes (testwait.For).
+var waitFor = testwait.For
 
 // alias returns a cluster alias unique to the test, so that tests sharing
 // clusters never share internal topics.
