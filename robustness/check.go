@@ -148,9 +148,9 @@ type checkpoint struct {
 	offset               int64 // in the checkpoints topic
 }
 
-// decodeCheckpoint decodes MM2's checkpoint key (version int16, group,
-// topic as int16-length strings, partition int32) and value (version
-// int16, upstream offset int64, downstream offset int64, metadata).
+// decodeCheckpoint decodes MM2's checkpoint key (group and topic as
+// int16-length strings, partition int32) and value (version int16,
+// upstream offset int64, downstream offset int64, metadata).
 func decodeCheckpoint(k, v []byte) (checkpoint, error) {
 	var c checkpoint
 	str := func(b []byte) (string, []byte, error) {
@@ -163,11 +163,8 @@ func decodeCheckpoint(k, v []byte) (checkpoint, error) {
 		}
 		return string(b[2 : 2+n]), b[2+n:], nil
 	}
-	if len(k) < 2 {
-		return c, errors.New("short key")
-	}
 	var err error
-	rest := k[2:]
+	rest := k
 	if c.group, rest, err = str(rest); err != nil {
 		return c, err
 	}

@@ -263,6 +263,8 @@ func (r *Run) finish() Result {
 		}
 	}
 
+	r.logf("final burst of %d records a partition copied; record counts compared", burstN)
+
 	// 3. Record by record, with kcat, on both clusters.
 	parts, err := r.sourcePartitions(ctx)
 	if err != nil {
@@ -325,8 +327,11 @@ func (r *Run) finish() Result {
 		t.Errorf("topic %s grown mid-run has records in %d partitions, want 5", topicEvents, len(srcRecs[topicEvents]))
 	}
 
+	r.logf("records compared: %d source, %d target, %d duplicates, %d lost", res.SourceRecords, res.TargetRecords, res.Duplicates, res.Lost)
+
 	// 4. Checkpoints and synced group offsets against the copied data.
 	res.Checkpoints = r.checkGroups(ctx, srcOffsets)
+	r.logf("%d checkpoints and the synced group offsets checked", res.Checkpoints)
 	return res
 }
 

@@ -147,8 +147,14 @@ func Execute(t *testing.T, opts Options) Result {
 		}
 	})
 
-	bin := buildKmirror(t, dir)
+	// Build while the clusters start.
+	built := make(chan string, 1)
+	go func() { built <- buildKmirror(dir) }()
 	cs := testkafka.Start(t, testkafka.Options{Clusters: 2, Nodes: 3, Proxied: true})
+	bin := <-built
+	if bin == "" {
+		t.Fatalf("go build failed:\n%s", tail(filepath.Join(dir, "build.log"), 40))
+	}
 	r.src, r.dst = cs[0], cs[1]
 	r.srcCl, r.dstCl = r.src.Client(t), r.dst.Client(t)
 	r.srcAdm, r.dstAdm = kadm.NewClient(r.srcCl), kadm.NewClient(r.dstCl)
