@@ -51,6 +51,9 @@ type partState struct {
 func (r *Run) statuses() (map[tp]partState, error) {
 	out := map[tp]partState{}
 	for _, w := range r.workers {
+		if !w.running() { // crashed: reported already
+			continue
+		}
 		body, err := httpGet("http://" + w.rest + "/status")
 		if err != nil {
 			return nil, fmt.Errorf("%v: %v", w, err)
@@ -149,6 +152,9 @@ func waitFor(timeout time.Duration, cond func() (bool, string)) (bool, string) {
 func (r *Run) recordCounts() (map[tp]float64, error) {
 	out := map[tp]float64{}
 	for _, w := range r.workers {
+		if !w.running() {
+			continue
+		}
 		body, err := httpGet("http://" + w.metrics + "/metrics")
 		if err != nil {
 			return nil, fmt.Errorf("%v: %v", w, err)
