@@ -288,23 +288,27 @@ func (r *Run) setQuota(ctx context.Context, remove bool) error {
 	return nil
 }
 
-// deleteRemote deletes the remote topic of doomed on the target, after
-// noting the source's end offsets: every source record from there on must
-// reach the remote topic made again, the ones before may be gone with it.
+// deleteRemote deletes the remote topic of doomed on the target and notes
+// the source's end offsets a second after the deletion returned (brokers
+// apply it a moment after the controller; records copied meanwhile went
+// into the deleted topic): every source record from there on must reach
+// the remote topic made again; the ones before may be gone with it (see
+// finish for how the checker narrows this).
 func (r *Run) deleteRemote(ctx context.Context) (string, error) {
+	if err := deleteTopic(ctx, r.dstAdm, remote(topicDoomed)); err != nil {
+		return "", err
+	}
+	time.Sleep(time.Second)
 	ends, err := r.srcAdm.ListEndOffsets(ctx, topicDoomed)
 	if err != nil {
 		return "", err
 	}
 	cut := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { cut[o.Partition] = o.Offset })
-	if err := deleteTopic(ctx, r.dstAdm, remote(topicDoomed)); err != nil {
-		return "", err
-	}
 	r.mu.Lock()
 	r.doomedCut = cut
 	r.mu.Unlock()
-	return fmt.Sprintf("deleted %s on the target (source ends then %v)", remote(topicDoomed), cut), nil
+	return fmt.Sprintf("deleted %s on the target (source ends a second later %v)", remote(topicDoomed), cut), nil
 }
 
 func deleteTopic(ctx context.Context, adm *kadm.Client, topic string) error {

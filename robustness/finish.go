@@ -293,11 +293,11 @@ func (r *Run) finish() Result {
 	r.mu.Unlock()
 	srcOffsets := map[tp]map[int64]int64{}
 	for _, p := range parts {
+		src, dst := srcRecs[p.topic][p.partition], dstRecs[p.topic][p.partition]
 		c := int64(0)
 		if p.topic == topicDoomed {
-			c = cut[p.partition]
+			c = min(cut[p.partition], firstCopied(src, dst))
 		}
-		src, dst := srcRecs[p.topic][p.partition], dstRecs[p.topic][p.partition]
 		pc := comparePartition(src, dst, c)
 		srcOffsets[p] = pc.srcOffset
 		res.SourceRecords += pc.source
@@ -339,6 +339,26 @@ func (r *Run) finish() Result {
 	res.Checkpoints = r.checkGroups(ctx, srcOffsets)
 	r.logf("%d checkpoints and the synced group offsets checked", res.Checkpoints)
 	return res
+}
+
+// firstCopied is the source offset of the first record the target
+// partition holds a copy of (the source's end if none): with the remote
+// topic deleted, the records before it went with the old topic, provided
+// they are before the cut the fault noted too.
+func firstCopied(src, dst []rec) int64 {
+	end := int64(0)
+	if len(src) > 0 {
+		end = src[len(src)-1].Offset + 1
+	}
+	if len(dst) == 0 {
+		return end
+	}
+	for _, s := range src {
+		if s.seq() == dst[0].seq() {
+			return s.Offset
+		}
+	}
+	return end
 }
 
 // targetEnds lists the end offsets of the remote topics.
@@ -409,9 +429,9 @@ func (r *Run) checkGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64
 	}
 	for _, cps := range byGroupTP {
 		c := cps[0]
-		// Checkpoints name the source topic; the data is in its remote.
-		src := tp{c.topic, c.partition}
-		for _, pr := range checkCheckpoints(cps, srcOffsets[src], ends[tp{remote(c.topic), c.partition}]) {
+		// Checkpoints name the remote topic.
+		src := tp{strings.TrimPrefix(c.topic, srcAlias+"."), c.partition}
+		for _, pr := range checkCheckpoints(cps, srcOffsets[src], ends[tp{c.topic, c.partition}]) {
 			t.Errorf("%s", pr)
 		}
 	}
