@@ -165,3 +165,15 @@ func TestMetricSeries(t *testing.T) {
 		t.Errorf("unlabelled series: %v", m)
 	}
 }
+
+// TestFirstCopied: the cut of a deleted remote topic is the source offset
+// of the first record the re-created topic holds.
+func TestFirstCopied(t *testing.T) {
+	src := []rec{mk(0, 1, "a"), mk(1, 2, "b"), mk(3, 3, "c")}
+	if got := firstCopied(src, []rec{mk(0, 3, "c")}); got != 3 {
+		t.Errorf("first copied %d, want 3", got)
+	}
+	if got := firstCopied(src, nil); got != 4 {
+		t.Errorf("nothing copied: %d, want the source end 4", got)
+	}
+}
