@@ -9,11 +9,18 @@
 // the chunk. Many chunks are in flight at once, so throughput is bounded by
 // the queue (Options.QueueBytes) divided by the delay, not by one round
 // trip per read.
+//
+// For fault injection (robustness/) the delay can be changed while the
+// proxy runs (SetDelay), the link cut and healed (Partition: bytes in
+// flight and new connections wait, as on a network that drops every
+// packet until TCP retransmits get through) and every open connection
+// dropped (DropConns).
 package latproxy
 
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,11 +39,64 @@ type Options struct {
 type Proxy struct {
 	opts Options
 	ln   net.Listener
+	stop chan struct{} // closed by Close
+
+	delay atomic.Int64 // nanoseconds
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	// healed is non-nil while the link is cut and closed when it heals
+	// (or the proxy closes).
+	healed chan struct{}
 	wg     sync.WaitGroup
+}
+
+// SetDelay changes the delay added to each direction for the bytes read
+// from now on.
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Partition cuts the link (on) or heals it. While cut, nothing is
+// forwarded and new connections are held before dialing the target;
+// connections stay open, so peers see a silent network until their own
+// timeouts fire, and whatever they sent is delivered once it heals.
+func (p *Proxy) Partition(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on && p.healed == nil && !p.closed:
+		p.healed = make(chan struct{})
+	case !on && p.healed != nil:
+		close(p.healed)
+		p.healed = nil
+	}
+}
+
+// DropConns closes every open connection (both sides); new ones are
+// accepted as before. It returns how many client connections it closed.
+func (p *Proxy) DropConns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	return len(p.conns) / 2
+}
+
+// waitLink returns once the link is not cut; false if done closed first.
+func (p *Proxy) waitLink(done <-chan struct{}) bool {
+	p.mu.Lock()
+	h := p.healed
+	p.mu.Unlock()
+	if h == nil {
+		return true
+	}
+	select {
+	case <-h:
+		return true
+	case <-done:
+		return false
+	}
 }
 
 // Start listens on opts.Listen and forwards connections in the background
@@ -49,7 +109,8 @@ func Start(opts Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{opts: opts, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{opts: opts, ln: ln, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
+	p.delay.Store(int64(opts.Delay))
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -62,7 +123,14 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // forwarding goroutines.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.stop)
+	}
 	p.closed = true
+	if p.healed != nil {
+		close(p.healed)
+		p.healed = nil
+	}
 	for c := range p.conns {
 		c.Close()
 	}
@@ -108,6 +176,9 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(client)
+	if !p.waitLink(p.stop) {
+		return
+	}
 	server, err := net.DialTimeout("tcp", p.opts.Target, 5*time.Second)
 	if err != nil {
 		return
@@ -143,6 +214,9 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		for c := range q {
 			if d := time.Until(c.due); d > 0 {
 				time.Sleep(d)
+			}
+			if !p.waitLink(p.stop) {
+				break
 			}
 			if _, err := dst.Write(c.b); err != nil {
 				break
@@ -184,7 +258,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 			queued += n
 			mu.Unlock()
 			select {
-			case q <- chunk{due: time.Now().Add(p.opts.Delay), b: b}:
+			case q <- chunk{due: time.Now().Add(time.Duration(p.delay.Load())), b: b}:
 			case <-done:
 				return
 			}

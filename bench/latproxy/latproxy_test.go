@@ -126,3 +126,76 @@ func TestClose(t *testing.T) {
 		t.Fatal("connection still open after Close")
 	}
 }
+
+// TestFaults: a cut link forwards nothing until it heals, then delivers
+// what was sent; a new delay applies to the next bytes; DropConns closes
+// open connections.
+func TestFaults(t *testing.T) {
+	p := startProxy(t, echoServer(t), 0)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 4)
+	ping := func(c net.Conn, wait time.Duration) error {
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return err
+		}
+		c.SetReadDeadline(time.Now().Add(wait))
+		_, err := io.ReadFull(c, buf)
+		return err
+	}
+	if err := ping(c, 5*time.Second); err != nil {
+		t.Fatalf("before the cut: %v", err)
+	}
+
+	p.Partition(true)
+	if err := ping(c, 300*time.Millisecond); err == nil {
+		t.Fatal("an echo crossed a cut link")
+	}
+	// A new connection is accepted but not forwarded either.
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := ping(c2, 300*time.Millisecond); err == nil {
+		t.Fatal("a new connection was forwarded across a cut link")
+	}
+	p.Partition(false)
+	// What was sent during the cut arrives after it heals.
+	for _, cc := range []net.Conn{c, c2} {
+		cc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(cc, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("after healing: %q, %v", buf, err)
+		}
+	}
+
+	const delay = 100 * time.Millisecond
+	p.SetDelay(delay)
+	start := time.Now()
+	if err := ping(c, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if rtt := time.Since(start); rtt < 2*delay {
+		t.Errorf("round trip %v after SetDelay(%v), want at least %v", rtt, delay, 2*delay)
+	}
+	p.SetDelay(0)
+
+	if n := p.DropConns(); n != 2 {
+		t.Errorf("DropConns closed %d client connections, want 2", n)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(buf); err == nil {
+		t.Error("a dropped connection still reads")
+	}
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if err := ping(c3, 5*time.Second); err != nil {
+		t.Errorf("a new connection after DropConns: %v", err)
+	}
+}

@@ -215,3 +215,26 @@ func TestPrepareDirRefusesForeignFolders(t *testing.T) {
 		t.Fatalf("previous run folder not wiped: %v", err)
 	}
 }
+
+// TestServerPropertiesProxied: a node of a proxied cluster binds its
+// PROXIED listener on ProxiedPort and advertises the proxy's port.
+func TestServerPropertiesProxied(t *testing.T) {
+	c := testCluster(3, false)
+	n := c.Nodes[1]
+	n.ProxiedPort, n.ProxyPort = 9105, 9106
+	p := parseProps(serverProperties(c, n, nil, ""))
+	want := map[string]string{
+		"listeners":                      "PLAINTEXT://127.0.0.1:9010,CONTROLLER://127.0.0.1:9011,PROXIED://127.0.0.1:9105",
+		"advertised.listeners":           "PLAINTEXT://127.0.0.1:9010,PROXIED://127.0.0.1:9106",
+		"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PROXIED:PLAINTEXT",
+		"inter.broker.listener.name":     "PLAINTEXT",
+	}
+	for k, v := range want {
+		if p[k] != v {
+			t.Errorf("%s = %q, want %q", k, p[k], v)
+		}
+	}
+	if p := parseProps(serverProperties(c, c.Nodes[0], nil, "")); strings.Contains(p["listeners"], "PROXIED") {
+		t.Errorf("a node without ProxiedPort got a PROXIED listener: %q", p["listeners"])
+	}
+}

@@ -37,8 +37,11 @@ type Cluster struct {
 	// SecureBootstrap lists the SASL_SSL listeners (SCRAM-SHA-512, PLAIN).
 	SecureBootstrap []string `json:"secure_bootstrap,omitempty"`
 	CAFile          string   `json:"ca_file,omitempty"`
-	Users           []User   `json:"users,omitempty"`
-	Nodes           []*Node  `json:"nodes"`
+	// ProxyBootstrap lists the addresses the PROXIED listeners advertise
+	// (Options.Proxied); they answer only while the caller's proxies run.
+	ProxyBootstrap []string `json:"proxy_bootstrap,omitempty"`
+	Users          []User   `json:"users,omitempty"`
+	Nodes          []*Node  `json:"nodes"`
 	// ZooKeeper is the cluster's ZooKeeper for releases before KRaft.
 	ZooKeeper *Node `json:"zookeeper,omitempty"`
 }
@@ -52,9 +55,13 @@ type User struct {
 
 // Node is one combined broker+controller process.
 type Node struct {
-	ID             int32    `json:"id"`
-	Port           int      `json:"port"` // PLAINTEXT
-	SecurePort     int      `json:"secure_port,omitempty"`
+	ID         int32 `json:"id"`
+	Port       int   `json:"port"` // PLAINTEXT
+	SecurePort int   `json:"secure_port,omitempty"`
+	// With Options.Proxied: the PROXIED listener's port, and the port it
+	// advertises, where a test's proxy forwards to ProxiedPort.
+	ProxiedPort    int      `json:"proxied_port,omitempty"`
+	ProxyPort      int      `json:"proxy_port,omitempty"`
 	ControllerPort int      `json:"controller_port"`
 	PID            int      `json:"pid"`
 	Dir            string   `json:"dir"` // server.properties, data/, server.log, pid

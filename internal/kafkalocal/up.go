@@ -57,6 +57,12 @@ type Options struct {
 	// pinned KafkaVersion, else one of KRaftVersions or ZooKeeperVersions
 	// (see legacy.go).
 	Version string
+	// Proxied gives every node one more listener, PROXIED, bound on
+	// Node.ProxiedPort but advertised at Node.ProxyPort, where nothing
+	// listens: the caller runs a TCP proxy there that forwards to
+	// ProxiedPort. Clients that bootstrap from Cluster.ProxyBootstrap thus
+	// reach every broker through the proxies (network faults in tests).
+	Proxied bool
 }
 
 // Users that a secure cluster knows. admin is a super user; the others have
@@ -123,7 +129,10 @@ func Up(ctx context.Context, opts Options) (*Run, error) {
 
 	portsPerNode := 2
 	if opts.Secure {
-		portsPerNode = 3
+		portsPerNode++
+	}
+	if opts.Proxied {
+		portsPerNode += 2
 	}
 	ports, err := freePorts(opts.Clusters * opts.Nodes * portsPerNode)
 	if err != nil {
@@ -154,6 +163,10 @@ func Up(ctx context.Context, opts Options) (*Run, error) {
 			ports = ports[2:]
 			if opts.Secure {
 				n.SecurePort, ports = ports[0], ports[1:]
+			}
+			if opts.Proxied {
+				n.ProxiedPort, n.ProxyPort, ports = ports[0], ports[1], ports[2:]
+				c.ProxyBootstrap = append(c.ProxyBootstrap, hostPort(n.ProxyPort))
 			}
 			n.Dir = filepath.Join(dir, c.Name, "node-"+strconv.Itoa(int(n.ID)))
 			n.Command = append(append([]string{java}, opts.JVMOpts...), javaProps(libs, log4j, n.Dir)...)
@@ -408,6 +421,11 @@ func serverProperties(c *Cluster, n *Node, extra map[string]string, keystore str
 		p["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 		p["super.users"] = strings.Join(supers, ";")
 		p["allow.everyone.if.no.acl.found"] = "false"
+	}
+	if n.ProxiedPort != 0 {
+		p["listeners"] += fmt.Sprintf(",PROXIED://127.0.0.1:%d", n.ProxiedPort)
+		p["advertised.listeners"] += fmt.Sprintf(",PROXIED://127.0.0.1:%d", n.ProxyPort)
+		p["listener.security.protocol.map"] += ",PROXIED:PLAINTEXT"
 	}
 	for k, v := range extra {
 		p[k] = v

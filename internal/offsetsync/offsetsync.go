@@ -85,10 +85,14 @@ type Writer struct {
 	log    *slog.Logger
 	failed func() // counts a failed send; may be nil
 
-	mu      sync.Mutex
-	states  map[tp]*state
-	pending map[tp]wire.OffsetSync // due now
-	order   []tp                   // pending in arrival order
+	mu     sync.Mutex
+	states map[tp]*state
+	// pending holds every due sync not sent yet, per partition in
+	// order: with HoldUntilFlush several of a partition wait for the
+	// commit, and each may be a run boundary (exact mode) that a reader
+	// of the topic needs.
+	pending map[tp][]wire.OffsetSync
+	order   []tp                   // partitions with pending syncs, in arrival order
 	delayed map[tp]wire.OffsetSync // newest sync that was not due
 
 	hold     bool // syncs wait for Flush (HoldUntilFlush)
@@ -112,7 +116,7 @@ func New(cl *kgo.Client, topic string, lagMax int64, log *slog.Logger, failed fu
 		log:     log,
 		failed:  failed,
 		states:  make(map[tp]*state),
-		pending: make(map[tp]wire.OffsetSync),
+		pending: make(map[tp][]wire.OffsetSync),
 		delayed: make(map[tp]wire.OffsetSync),
 		now:     time.Now,
 	}
@@ -178,7 +182,7 @@ func (w *Writer) Acked(topic string, partition int32, up, down int64) {
 		if _, ok := w.pending[k]; !ok {
 			w.order = append(w.order, k)
 		}
-		w.pending[k] = sync
+		w.pending[k] = append(w.pending[k], sync)
 	} else {
 		w.delayed[k] = sync
 	}
@@ -208,7 +212,7 @@ func (w *Writer) FlushOnly(ctx context.Context, only func(topic string, partitio
 		if _, ok := w.pending[k]; !ok {
 			w.order = append(w.order, k)
 		}
-		w.pending[k] = s
+		w.pending[k] = append(w.pending[k], s)
 		st := w.states[k]
 		st.lastSyncDown = s.DownstreamOffset
 		w.indexLocked(st, s, false)
@@ -274,12 +278,14 @@ func (w *Writer) send(only func(topic string, partition int32) bool) {
 			kept = append(kept, k)
 			continue
 		}
-		key, value, err := wire.Encode(w.pending[k])
-		if err != nil { // only a topic name over 32767 bytes, which Kafka forbids
-			w.log.Error("offset sync not encodable", "topic", k.topic, "err", err)
-			continue
+		for _, sync := range w.pending[k] {
+			key, value, err := wire.Encode(sync)
+			if err != nil { // only a topic name over 32767 bytes, which Kafka forbids
+				w.log.Error("offset sync not encodable", "topic", k.topic, "err", err)
+				continue
+			}
+			recs = append(recs, &kgo.Record{Topic: w.topic, Partition: 0, Key: key, Value: value})
 		}
-		recs = append(recs, &kgo.Record{Topic: w.topic, Partition: 0, Key: key, Value: value})
 	}
 	if kept == nil {
 		clear(w.pending)

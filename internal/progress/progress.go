@@ -332,12 +332,37 @@ func (s *Store) TopicID(topic string) (string, bool) {
 
 // SaveTopicID records that the progress saved for topic belongs to the
 // source topic with this ID: a topic deleted and re-created under the same
-// name gets a new ID, and its old progress must not be used.
+// name gets a new ID, and its old progress must not be used. Like Save, it
+// repairs the offsets topic if it was deleted on the target (Repair), then
+// writes the ID again.
 func (s *Store) SaveTopicID(ctx context.Context, topic, id string) error {
+	err := s.writeTopicID(ctx, topic, id)
+	if err == nil {
+		return nil
+	}
+	if !TopicGone(err) {
+		return fmt.Errorf("saving topic ID to %s: %w", s.topic, err)
+	}
+	// Repair makes the topic again (or, if it is there, makes the
+	// producer look it up again); either way one more write may pass.
+	if _, rerr := s.Repair(ctx); rerr != nil {
+		return fmt.Errorf("saving topic ID to %s: %w (making the topic again: %v)", s.topic, err, rerr)
+	}
+	if err := s.writeTopicID(ctx, topic, id); err != nil {
+		return fmt.Errorf("saving topic ID to %s: %w", s.topic, err)
+	}
+	return nil
+}
+
+// writeTopicID produces the topic ID record and, once acknowledged, keeps
+// the ID in memory, under writeMu's read lock (see Repair).
+func (s *Store) writeTopicID(ctx context.Context, topic, id string) error {
 	key := topicIDKey(s.source, topic)
 	rec := &kgo.Record{Topic: s.topic, Partition: wire.ConnectPartition(key, s.parts), Key: key, Value: topicIDValue(id)}
+	s.writeMu.RLock()
+	defer s.writeMu.RUnlock()
 	if err := s.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		return fmt.Errorf("saving topic ID to %s: %w", s.topic, err)
+		return err
 	}
 	s.mu.Lock()
 	s.ids[topic] = id

@@ -15,17 +15,21 @@ import (
 // TestRepairDeletedTopic: the offsets topic deleted on the target is made
 // again, with every progress held in memory, whether a save finds it gone
 // or Check does while nothing moves; Missing and Recreated report it.
-// A topic that is there is left alone.
+// A topic ID saved after the deletion (a flow starting or finding a new
+// topic) repairs it the same way instead of failing the flow. A topic that
+// is there is left alone.
 func TestRepairDeletedTopic(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		delete    bool
 		save      bool // else Check
 		recreated int
+		saveID    bool // SaveTopicID instead of Save or Check
 	}{
-		{"a save after the deletion", true, true, 1},
-		{"a check after the deletion", true, false, 1},
-		{"a check while the topic is there", false, false, 0},
+		{"a save after the deletion", true, true, 1, false},
+		{"a check after the deletion", true, false, 1, false},
+		{"a check while the topic is there", false, false, 0, false},
+		{"a topic ID saved after the deletion", true, false, 1, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -63,7 +67,11 @@ func TestRepairDeletedTopic(t *testing.T) {
 				}
 			}
 			want := map[TP]int64{a: 10, b: 20}
-			if tt.save {
+			if tt.saveID {
+				if err := s.SaveTopicID(ctx, "u", "def"); err != nil {
+					t.Fatalf("SaveTopicID after the deletion: %v", err)
+				}
+			} else if tt.save {
 				if err := s.Save(ctx, map[TP]int64{a: 11, b: 20}); err != nil {
 					t.Fatalf("Save after the deletion: %v", err)
 				}
@@ -103,6 +111,9 @@ func TestRepairDeletedTopic(t *testing.T) {
 			}
 			if id, ok := s2.TopicID("t"); !ok || id != "abc" {
 				t.Errorf("topic ID after the repair: %q %v, want abc", id, ok)
+			}
+			if id, ok := s2.TopicID("u"); tt.saveID && (!ok || id != "def") {
+				t.Errorf("topic ID saved after the deletion: %q %v, want def", id, ok)
 			}
 		})
 	}

@@ -38,13 +38,18 @@ type Cluster struct {
 	Users           map[string]string // user -> password: admin (super user), alice, bob
 	SuperUser       string            // "admin"
 
+	// Set with Options.Proxied only: the addresses the brokers' PROXIED
+	// listeners advertise. Nothing listens there until the test starts a
+	// proxy per node (see ProxyTargets).
+	ProxyBootstrap []string
+
 	run    *kafkalocal.Run
 	info   *kafkalocal.Cluster
 	shared bool
 }
 
 func newCluster(run *kafkalocal.Run, c *kafkalocal.Cluster, shared bool) *Cluster {
-	tc := &Cluster{Name: c.Name, Bootstrap: c.Bootstrap, run: run, info: c, shared: shared}
+	tc := &Cluster{Name: c.Name, Bootstrap: c.Bootstrap, ProxyBootstrap: c.ProxyBootstrap, run: run, info: c, shared: shared}
 	if c.Secure {
 		tc.SecureBootstrap = c.SecureBootstrap
 		tc.CAFile = c.CAFile

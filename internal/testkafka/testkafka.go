@@ -56,6 +56,9 @@ type Options struct {
 	// Version is an older Kafka release to run (kafkalocal.KRaftVersions,
 	// kafkalocal.ZooKeeperVersions); "" runs KafkaVersion.
 	Version string
+	// Proxied gives every node a listener advertised at a proxy's address
+	// (kafkalocal.Options.Proxied); see Cluster.ProxyBootstrap.
+	Proxied bool
 }
 
 // KafkaVersion is the Apache Kafka release the harness runs.
@@ -218,7 +221,7 @@ func Start(t testing.TB, opts Options) []*Cluster {
 	run, err := up(t, kafkalocal.Options{
 		Clusters: opts.Clusters, Nodes: opts.Nodes, Secure: opts.Secure, Config: opts.Config, Dir: dir,
 		JVMOpts: jvmOpts(opts.JVMFlags),
-		Version: opts.Version,
+		Version: opts.Version, Proxied: opts.Proxied,
 	})
 	if err != nil {
 		t.Fatalf("testkafka: start clusters: %v", err)
