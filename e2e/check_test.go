@@ -27,11 +27,11 @@ func TestCheck(t *testing.T) {
 	out, code := runKmirror(t, 30*time.Second, "check", cfg)
 	for _, want := range []string{
 		"flow " + src + "->" + dst + ":",
-		"data path: passthrough",
+		"data path: batch engine, source batches forwarded as they are",
 		"topics: " + topic,
 		"a source topic t becomes " + src + ".t",
 		"exactly-once: on",
-		"source batches and progress in target transactions",
+		"batches and progress in target transactions",
 		"workers: single",
 		"checkpoints: every 1m0s",
 		"progress: saved every 1s into mm2-offsets." + src + ".internal",

@@ -55,7 +55,7 @@ func TestQuickKB(t *testing.T) {
 		}
 		seen[r.Replicator] = true
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "kb-r1-kmirror-pt.log")); err != nil || !strings.Contains(string(b), "passthrough: source batches are forwarded") {
+	if b, err := os.ReadFile(filepath.Join(dir, "kb-r1-kmirror-pt.log")); err != nil || !strings.Contains(string(b), "data path: source batches are forwarded") {
 		t.Errorf("kmirror-pt did not take the passthrough path (err %v)", err)
 	}
 	for _, want := range Replicators {

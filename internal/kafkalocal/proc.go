@@ -173,6 +173,18 @@ func Down(dir string, timeout time.Duration) (int, error) {
 // Alive reports whether the node's process is running.
 func (n *Node) Alive() bool { return alive(n.PID, n.Dir) }
 
+// aliveAfter looks again for d: a node just started was once seen gone
+// for a moment (its /proc entry read while the process was still being
+// set up) although it ran on, and a start must not fail on that.
+func aliveAfter(n *Node, d time.Duration) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if n.Alive() {
+			return true
+		}
+	}
+	return false
+}
+
 // StopNode stops one node: SIGTERM (a controlled shutdown) and SIGKILL
 // after timeout, or SIGKILL right away when kill is set.
 func (r *Run) StopNode(cluster string, id int32, kill bool, timeout time.Duration) error {

@@ -319,7 +319,7 @@ func waitBrokers(ctx context.Context, c *Cluster, nodes []*Node) error {
 		defer cl.Close()
 		seed := cl.SeedBrokers()[0]
 		for {
-			if !n.Alive() {
+			if !n.Alive() && !aliveAfter(n, time.Second) {
 				return fmt.Errorf("kafkalocal: cluster %s node %d (pid %d) exited; tail of %s:\n%s",
 					c.Name, n.ID, n.PID, filepath.Join(n.Dir, "server.log"), logTail(n.Dir, 40))
 			}
