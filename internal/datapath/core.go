@@ -17,7 +17,9 @@ import (
 	"github.com/kmirror/kmirror/internal/progress"
 )
 
-// Core is the state both engines keep alike; an engine embeds it.
+// Core is the state the engine keeps beside its own: progress and offset
+// syncs, the acknowledged count, pause state and rate-limited logs. The
+// engine embeds it.
 type Core struct {
 	SourceAlias, TargetAlias string
 	// SourceAdmin lists offsets when a fetch position fell off the log.

@@ -284,8 +284,11 @@ func (s *Store) write(ctx context.Context, recs []*kgo.Record, offsets map[TP]in
 }
 
 // SaveAndSync saves offsets, then publishes the offset syncs that waited
-// for them: a sync is never ahead of the progress that covers it. syncs may
-// be nil.
+// for a save (offsetsync.Writer.Flush), so that the newest position of a
+// quiet partition is published. A sync due by MM2's rules went out when
+// its record was acknowledged and may be ahead of the saved progress; in
+// exactly-once mode every sync waits for its commit instead
+// (HoldUntilFlush). syncs may be nil.
 func (s *Store) SaveAndSync(ctx context.Context, offsets map[TP]int64, syncs *offsetsync.Writer) error {
 	if err := s.Save(ctx, offsets); err != nil {
 		return err
