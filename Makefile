@@ -11,6 +11,9 @@ TEST_PARALLEL ?= 4
 # Extra go test flags, e.g. TEST_FLAGS='-run TestRoundTrip -v'.
 TEST_FLAGS ?=
 PKGS ?= ./...
+# make test runs the longest packages first, so that the rest fill the
+# second slot beside them (go test runs -p 2 packages at once on 2 cores).
+TEST_PKGS ?= ./e2e ./robustness ./internal/passthrough ./bench/harness ./...
 
 .PHONY: setup build test test-times test-compat test-robustness test-soak fmt-check vet fuzz demo bench clean distclean dashboard-screenshot
 
@@ -62,7 +65,7 @@ test: setup fmt-check vet fuzz
 	scripts/kafka-local up --clusters 2 --nodes 1 --dir "$$dir" || exit 1; \
 	start=$$(date +%s); mkdir -p .run; $(GO) build -o bin/test-times ./cmd/test-times || exit 1; \
 	set -o pipefail; KMIRROR_TEST_CLUSTERS="$$dir/clusters.json" \
-		$(GO) test -json -race -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $(PKGS) 2>&1 | tee .run/last-test.json | bin/test-times; rc=$$?; \
+		$(GO) test -json -race -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(TEST_FLAGS) $(TEST_PKGS) 2>&1 | tee .run/last-test.json | bin/test-times; rc=$$?; \
 	echo "go test took $$(( $$(date +%s) - start ))s"; exit $$rc
 
 # The 20 slowest tests and packages of the last "make test" (.run/last-test.json).
