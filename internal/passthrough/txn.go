@@ -798,15 +798,18 @@ func (pl *Pipeline) restartTxn(ctx context.Context, t *txnState, catchUp bool) {
 	t.failed, t.unsure = nil, false
 	var tps []progress.TP
 	for p := range t.members {
-		if p.revoked {
-			continue
-		}
-		tps = append(tps, p.tp)
 		saved, ok := pl.cfg.Progress.Get(p.tp)
 		if !ok {
 			saved = -1
 		}
+		// The abort took the batches acknowledged in the transaction:
+		// a revoked partition's progress goes back too, or the
+		// revocation's final commit would save it ahead of the data.
 		p.Done = saved
+		if p.revoked {
+			continue
+		}
+		tps = append(tps, p.tp)
 		if p.stopped {
 			continue
 		}
