@@ -60,14 +60,23 @@ func (s *Store) Check(ctx context.Context) error {
 func (s *Store) Repair(ctx context.Context) (bool, error) {
 	s.repairMu.Lock()
 	defer s.repairMu.Unlock()
-	st, _, err := s.describe(ctx, s.id)
+	st, id, err := s.describe(ctx, s.id)
 	if err != nil {
 		return false, fmt.Errorf("checking progress topic %s: %w", s.topic, err)
 	}
 	if st == present {
-		// Not gone: a metadata hiccup. The producer may hold an
-		// outdated ID, though: it looks the topic up again.
-		s.cl.PurgeTopicsFromProducing(s.topic)
+		// Not gone: a metadata hiccup, or another Repair made it
+		// again first (and its rewrite had the producer look it up).
+		// The producer must not forget a topic it has written to: it
+		// would number its batches from 0 again under the same
+		// producer ID, and the broker would acknowledge a batch that
+		// matches one it holds as a duplicate, without writing it.
+		// Only a producer whose topic ID the Store never learned may
+		// hold an outdated one: it looks the topic up again.
+		if s.id == ([16]byte{}) && id != ([16]byte{}) {
+			s.cl.PurgeTopicsFromProducing(s.topic)
+			s.id = id
+		}
 		return false, nil
 	}
 	if st == missing {
@@ -121,7 +130,9 @@ func (s *Store) setProblem(p string) {
 // topic, which was just created, and reads it from its start at the next
 // CatchUp. It returns how many progress records it wrote.
 func (s *Store) rewrite(ctx context.Context) (int, error) {
-	// The producer keeps the deleted topic's ID until it forgets it.
+	// The producer keeps the deleted topic's ID until it forgets it
+	// (kgo does not adopt a new ID for a topic it holds), so it has not
+	// written to the new topic: its sequence numbers start at 0 there.
 	s.cl.PurgeTopicsFromProducing(s.topic)
 	s.mu.Lock()
 	var recs []*kgo.Record

@@ -1,0 +1,64 @@
+package progress
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+)
+
+// TestRepairKeepsSequences: a Repair that finds the offsets topic there
+// (a metadata hiccup, or another Repair made it again first) must not make
+// the producer forget the topic. Forgetting it restarts the idempotent
+// producer's sequence numbers at 0 under the same producer ID and epoch,
+// and the broker acknowledges the next batch of the same size as a
+// duplicate of the first one it holds, without writing it: the save
+// reports success and its progress never reaches the topic.
+func TestRepairKeepsSequences(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		delete bool // deleted, made again by Check, then the late Repair
+	}{
+		{"a repair while the topic is there", false},
+		{"a repair after another one made the topic again", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			connect, cl, adm := fakeTarget(t)
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			const topic = "mm2-offsets.A.internal"
+			// One partition: every record shares its sequence numbers.
+			s, err := Open(ctx, adm, connect, cl, Options{Topic: topic, Source: "A", Partitions: 1, ReplicationFactor: 1}, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := TP{"t", 0}
+			if err := s.Save(ctx, map[TP]int64{a: 10}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.delete {
+				if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Check(ctx); err != nil { // made again, 10 written
+					t.Fatal(err)
+				}
+			}
+			// The save that found the topic gone repairs it late: the
+			// topic is there.
+			if rewrote, err := s.Repair(ctx); err != nil || rewrote {
+				t.Fatalf("Repair with the topic there: rewrote %v, err %v; want false, nil", rewrote, err)
+			}
+			if err := s.Save(ctx, map[TP]int64{a: 11}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Read(ctx, connect, topic, "A", log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[a] != 11 {
+				t.Fatalf("progress of %s in the topic: %d, want 11: the save reported success but its record was taken as a duplicate", a, got[a])
+			}
+		})
+	}
+}
