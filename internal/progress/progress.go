@@ -98,9 +98,7 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 	}
 	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, connect: connect, log: log,
 		adm: adm, spec: topicSpec(o), onMissing: o.Missing, onRecreated: o.Recreated}
-	if st, id, err := s.describe(ctx, [16]byte{}); err == nil && st == present {
-		s.id = id
-	}
+	s.id = s.learnID(ctx)
 	s.saved, s.ids = make(map[TP]int64), make(map[string]string)
 	// The topic exists now, but right after its creation a broker may not
 	// know it yet (UNKNOWN_TOPIC_OR_PARTITION on a 3-node target).

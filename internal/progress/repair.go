@@ -71,10 +71,10 @@ func (s *Store) Repair(ctx context.Context) (bool, error) {
 		// would number its batches from 0 again under the same
 		// producer ID, and the broker would acknowledge a batch that
 		// matches one it holds as a duplicate, without writing it.
-		// Only a producer whose topic ID the Store never learned may
-		// hold an outdated one: it looks the topic up again.
-		if s.id == ([16]byte{}) && id != ([16]byte{}) {
-			s.cl.PurgeTopicsFromProducing(s.topic)
+		// Not even when the Store has not learned the topic's ID yet
+		// (a broker that did not know the topic a moment after its
+		// creation): it learns it now.
+		if s.id == ([16]byte{}) {
 			s.id = id
 		}
 		return false, nil
@@ -105,6 +105,7 @@ func (s *Store) Repair(ctx context.Context) (bool, error) {
 		s.setProblem(fmt.Sprintf("progress topic %s was deleted on the target; writing the progress held in memory failed: %v", s.topic, err))
 		return false, err
 	}
+	s.id = s.learnID(ctx)
 	s.setProblem("")
 	if s.onRecreated != nil {
 		s.onRecreated()
@@ -152,11 +153,31 @@ func (s *Store) rewrite(ctx context.Context) (int, error) {
 	}); err != nil {
 		return 0, err
 	}
-	if st, id, err := s.describe(ctx, [16]byte{}); err == nil && st != missing {
-		s.id = id // under repairMu
-	}
 	return n, nil
 }
+
+// learnID returns the ID of the offsets topic, which exists (it was just
+// created or written), retrying while a broker does not know it yet; zero
+// if it cannot tell. Later Repairs compare against it, and one that finds
+// the topic there must not have to guess whether the producer holds an
+// outdated ID.
+func (s *Store) learnID(ctx context.Context) [16]byte {
+	var id [16]byte
+	_ = backoff.Retry(ctx, newTopicRetry, func(err error) bool { return errors.Is(err, errNotKnownYet) }, func() error {
+		st, got, err := s.describe(ctx, [16]byte{})
+		switch {
+		case err != nil:
+			return err
+		case st == missing:
+			return errNotKnownYet
+		}
+		id = got
+		return nil
+	})
+	return id
+}
+
+var errNotKnownYet = errors.New("the broker does not know the topic yet")
 
 // state is what the target says of the offsets topic.
 type state int

@@ -18,9 +18,14 @@ func TestRepairKeepsSequences(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		delete bool // deleted, made again by Check, then the late Repair
+		// noID: the Store has not learned the topic's ID (a broker
+		// did not know the topic yet when it asked).
+		noID bool
 	}{
-		{"a repair while the topic is there", false},
-		{"a repair after another one made the topic again", true},
+		{"a repair while the topic is there", false, false},
+		{"a repair after another one made the topic again", true, false},
+		{"a repair after another one, the topic's ID not learned", true, true},
+		{"a repair while the topic is there, its ID not learned", false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -43,6 +48,9 @@ func TestRepairKeepsSequences(t *testing.T) {
 				if err := s.Check(ctx); err != nil { // made again, 10 written
 					t.Fatal(err)
 				}
+			}
+			if tt.noID {
+				s.id = [16]byte{}
 			}
 			// The save that found the topic gone repairs it late: the
 			// topic is there.
