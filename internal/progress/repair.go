@@ -146,10 +146,11 @@ func (s *Store) rewrite(ctx context.Context) (int, error) {
 		recs = append(recs, &kgo.Record{Topic: s.topic, Partition: wire.ConnectPartition(key, s.parts), Key: key, Value: topicIDValue(id)})
 	}
 	s.read = make(map[int32]int64)
+	s.acked = make(map[int32]int64) // the new topic's offsets start at 0
 	s.mu.Unlock()
 	// A topic created a moment ago may be unknown to some brokers.
 	if err := backoff.Retry(ctx, newTopicRetry, TopicGone, func() error {
-		return s.cl.ProduceSync(ctx, recs...).FirstErr()
+		return s.produce(ctx, recs)
 	}); err != nil {
 		return 0, err
 	}

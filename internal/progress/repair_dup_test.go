@@ -2,6 +2,7 @@ package progress
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -68,5 +69,42 @@ func TestRepairKeepsSequences(t *testing.T) {
 				t.Fatalf("progress of %s in the topic: %d, want 11: the save reported success but its record was taken as a duplicate", a, got[a])
 			}
 		})
+	}
+}
+
+// TestSaveTakenForDuplicate: when the producer numbers its batches from 0
+// again under the same producer ID and epoch (here: it forgets the topic),
+// the broker acknowledges the next save as a duplicate of the first batch
+// without writing it. That save must fail and leave the progress unsaved,
+// so that the next one writes it.
+func TestSaveTakenForDuplicate(t *testing.T) {
+	ctx := context.Background()
+	connect, cl, adm := fakeTarget(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const topic = "mm2-offsets.A.internal"
+	s, err := Open(ctx, adm, connect, cl, Options{Topic: topic, Source: "A", Partitions: 1, ReplicationFactor: 1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := TP{"t", 0}
+	if err := s.Save(ctx, map[TP]int64{a: 10}); err != nil {
+		t.Fatal(err)
+	}
+	cl.PurgeTopicsFromProducing(topic) // sequences from 0 again
+	if err := s.Save(ctx, map[TP]int64{a: 11}); !errors.Is(err, errDuplicate) {
+		t.Fatalf("Save taken for a duplicate returned %v, want errDuplicate", err)
+	}
+	if off, _ := s.Get(a); off != 10 {
+		t.Fatalf("progress in memory after the lost save: %d, want 10", off)
+	}
+	if err := s.Save(ctx, map[TP]int64{a: 11}); err != nil {
+		t.Fatalf("the next Save: %v", err)
+	}
+	got, err := Read(ctx, connect, topic, "A", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[a] != 11 {
+		t.Fatalf("progress of %s in the topic: %d, want 11", a, got[a])
 	}
 }
