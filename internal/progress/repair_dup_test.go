@@ -6,6 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestRepairKeepsSequences: a Repair that finds the offsets topic there
@@ -30,18 +33,7 @@ func TestRepairKeepsSequences(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			connect, cl, adm := fakeTarget(t)
-			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			const topic = "mm2-offsets.A.internal"
-			// One partition: every record shares its sequence numbers.
-			s, err := Open(ctx, adm, connect, cl, Options{Topic: topic, Source: "A", Partitions: 1, ReplicationFactor: 1}, log)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := TP{"t", 0}
-			if err := s.Save(ctx, map[TP]int64{a: 10}); err != nil {
-				t.Fatal(err)
-			}
+			s, connect, adm, log, a := savedOnce(t)
 			if tt.delete {
 				if _, err := adm.DeleteTopics(ctx, topic); err != nil {
 					t.Fatal(err)
@@ -79,18 +71,8 @@ func TestRepairKeepsSequences(t *testing.T) {
 // so that the next one writes it.
 func TestSaveTakenForDuplicate(t *testing.T) {
 	ctx := context.Background()
-	connect, cl, adm := fakeTarget(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	const topic = "mm2-offsets.A.internal"
-	s, err := Open(ctx, adm, connect, cl, Options{Topic: topic, Source: "A", Partitions: 1, ReplicationFactor: 1}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := TP{"t", 0}
-	if err := s.Save(ctx, map[TP]int64{a: 10}); err != nil {
-		t.Fatal(err)
-	}
-	cl.PurgeTopicsFromProducing(topic) // sequences from 0 again
+	s, connect, _, log, a := savedOnce(t)
+	s.cl.PurgeTopicsFromProducing(topic) // sequences from 0 again
 	if err := s.Save(ctx, map[TP]int64{a: 11}); !errors.Is(err, errDuplicate) {
 		t.Fatalf("Save taken for a duplicate returned %v, want errDuplicate", err)
 	}
@@ -107,4 +89,23 @@ func TestSaveTakenForDuplicate(t *testing.T) {
 	if got[a] != 11 {
 		t.Fatalf("progress of %s in the topic: %d, want 11", a, got[a])
 	}
+}
+
+const topic = "mm2-offsets.A.internal"
+
+// savedOnce opens a Store on a kfake target whose offsets topic has one
+// partition (every record shares its sequence numbers) and saves 10 for a.
+func savedOnce(t *testing.T) (s *Store, connect []kgo.Opt, adm *kadm.Client, log *slog.Logger, a TP) {
+	t.Helper()
+	connect, cl, adm := fakeTarget(t)
+	log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := Open(context.Background(), adm, connect, cl, Options{Topic: topic, Source: "A", Partitions: 1, ReplicationFactor: 1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = TP{"t", 0}
+	if err := s.Save(context.Background(), map[TP]int64{a: 10}); err != nil {
+		t.Fatal(err)
+	}
+	return s, connect, adm, log, a
 }
