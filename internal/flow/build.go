@@ -139,7 +139,12 @@ func (r *running) build(ctx context.Context) error {
 			f.m.Progress.TopicRecreated.WithLabelValues(c.Source, c.Target).Inc()
 			// Exactly-once producers write progress in their
 			// transactions: they must learn the new topic's ID too.
-			f.forget(c.OffsetStorageTopic)
+			// Not the Store's own producer: it forgot the topic
+			// before writing to the new one, and forgetting it again
+			// would number its batches from 0 again under the same
+			// producer ID, and the broker would take the next save
+			// for a duplicate and not write it.
+			f.forget(storeProducer, c.OffsetStorageTopic)
 		},
 	}, f.log)
 	if err != nil {
@@ -214,7 +219,7 @@ func (r *running) build(ctx context.Context) error {
 		ReplicationFactor:     c.ReplicationFactor,
 		ConfigExclude:         r.exclude,
 		DefaultsFromSource:    c.Settings["use.defaults.from"] == "source",
-		Recreated:             func(rs []string) { f.forget(rs...) },
+		Recreated:             func(rs []string) { f.forget(nil, rs...) },
 		Log:                   f.log,
 	}
 	return nil

@@ -208,13 +208,15 @@ func (f *Flow) client(role string, kind clients.Role, props map[string]string, e
 // created again on the target: kgo keeps the topic ID it first saw and
 // fails with UNKNOWN_TOPIC_ID until the topic is purged from it. Records
 // buffered for them fail and their partitions restart from their last
-// acknowledged record.
-func (f *Flow) forget(topics ...string) {
+// acknowledged record. keep, if set, is left as it is.
+func (f *Flow) forget(keep *kgo.Client, topics ...string) {
 	f.prodMu.Lock()
 	ps := slices.Clone(f.producers)
 	f.prodMu.Unlock()
 	for _, cl := range ps {
-		cl.PurgeTopicsFromProducing(topics...)
+		if cl != keep {
+			cl.PurgeTopicsFromProducing(topics...)
+		}
 	}
 }
 

@@ -64,6 +64,10 @@ type Store struct {
 	// written holds the partitions this Store saved since CatchUp began.
 	read    map[int32]int64
 	written map[TP]bool
+	// acked is, per partition of the offsets topic, the highest offset
+	// the target acknowledged to this Store's producer (see produce);
+	// emptied when the topic is made again.
+	acked   map[int32]int64
 	problem string // see Problem
 }
 
@@ -98,10 +102,8 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 	}
 	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, connect: connect, log: log,
 		adm: adm, spec: topicSpec(o), onMissing: o.Missing, onRecreated: o.Recreated}
-	if st, id, err := s.describe(ctx, [16]byte{}); err == nil && st == present {
-		s.id = id
-	}
-	s.saved, s.ids = make(map[TP]int64), make(map[string]string)
+	s.id = s.learnID(ctx)
+	s.saved, s.ids, s.acked = make(map[TP]int64), make(map[string]string), make(map[int32]int64)
 	// The topic exists now, but right after its creation a broker may not
 	// know it yet (UNKNOWN_TOPIC_OR_PARTITION on a 3-node target).
 	var ch changes
@@ -276,10 +278,54 @@ func (s *Store) Save(ctx context.Context, offsets map[TP]int64) error {
 func (s *Store) write(ctx context.Context, recs []*kgo.Record, offsets map[TP]int64) error {
 	s.writeMu.RLock()
 	defer s.writeMu.RUnlock()
-	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	if err := s.produce(ctx, recs); err != nil {
 		return err
 	}
 	s.Saved(offsets)
+	return nil
+}
+
+// errDuplicate: the target acknowledged a progress record as a duplicate
+// of an earlier one without writing it.
+var errDuplicate = errors.New("the target took a progress record for a duplicate of an earlier one and did not write it")
+
+// produce writes recs with the Store's producer and makes sure each landed:
+// a record acknowledged at an offset at or below one this producer was
+// acknowledged in that partition before was taken by the broker as a
+// duplicate of an earlier batch with the same producer ID, epoch and
+// sequence numbers (an idempotent producer that numbers from 0 again
+// under the same epoch), and was not written. That is an error: the
+// caller does not mark it saved, and writes it again, with the next
+// sequence numbers, at the next try.
+func (s *Store) produce(ctx context.Context, recs []*kgo.Record) error {
+	s.mu.Lock()
+	before := maps.Clone(s.acked)
+	s.mu.Unlock()
+	rs := s.cl.ProduceSync(ctx, recs...)
+	var dup *kgo.Record
+	s.mu.Lock()
+	for _, r := range rs {
+		if r.Err != nil {
+			continue
+		}
+		p, off := r.Record.Partition, r.Record.Offset
+		if last, ok := before[p]; ok && off <= last {
+			dup = r.Record
+			continue
+		}
+		if last, ok := s.acked[p]; !ok || off > last {
+			s.acked[p] = off
+		}
+	}
+	s.mu.Unlock()
+	if err := rs.FirstErr(); err != nil {
+		return err
+	}
+	if dup != nil {
+		s.log.Warn("a progress record was acknowledged as a duplicate and not written; it is written again at the next save",
+			"topic", s.topic, "partition", dup.Partition, "offset", dup.Offset, "key", string(dup.Key))
+		return fmt.Errorf("%w (partition %d, offset %d)", errDuplicate, dup.Partition, dup.Offset)
+	}
 	return nil
 }
 
@@ -364,7 +410,7 @@ func (s *Store) writeTopicID(ctx context.Context, topic, id string) error {
 	rec := &kgo.Record{Topic: s.topic, Partition: wire.ConnectPartition(key, s.parts), Key: key, Value: topicIDValue(id)}
 	s.writeMu.RLock()
 	defer s.writeMu.RUnlock()
-	if err := s.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	if err := s.produce(ctx, []*kgo.Record{rec}); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -60,14 +60,23 @@ func (s *Store) Check(ctx context.Context) error {
 func (s *Store) Repair(ctx context.Context) (bool, error) {
 	s.repairMu.Lock()
 	defer s.repairMu.Unlock()
-	st, _, err := s.describe(ctx, s.id)
+	st, id, err := s.describe(ctx, s.id)
 	if err != nil {
 		return false, fmt.Errorf("checking progress topic %s: %w", s.topic, err)
 	}
 	if st == present {
-		// Not gone: a metadata hiccup. The producer may hold an
-		// outdated ID, though: it looks the topic up again.
-		s.cl.PurgeTopicsFromProducing(s.topic)
+		// Not gone: a metadata hiccup, or another Repair made it
+		// again first (and its rewrite had the producer look it up).
+		// The producer must not forget a topic it has written to: it
+		// would number its batches from 0 again under the same
+		// producer ID, and the broker would acknowledge a batch that
+		// matches one it holds as a duplicate, without writing it.
+		// Not even when the Store has not learned the topic's ID yet
+		// (a broker that did not know the topic a moment after its
+		// creation): it learns it now.
+		if s.id == ([16]byte{}) {
+			s.id = id
+		}
 		return false, nil
 	}
 	if st == missing {
@@ -96,6 +105,7 @@ func (s *Store) Repair(ctx context.Context) (bool, error) {
 		s.setProblem(fmt.Sprintf("progress topic %s was deleted on the target; writing the progress held in memory failed: %v", s.topic, err))
 		return false, err
 	}
+	s.id = s.learnID(ctx)
 	s.setProblem("")
 	if s.onRecreated != nil {
 		s.onRecreated()
@@ -121,7 +131,9 @@ func (s *Store) setProblem(p string) {
 // topic, which was just created, and reads it from its start at the next
 // CatchUp. It returns how many progress records it wrote.
 func (s *Store) rewrite(ctx context.Context) (int, error) {
-	// The producer keeps the deleted topic's ID until it forgets it.
+	// The producer keeps the deleted topic's ID until it forgets it
+	// (kgo does not adopt a new ID for a topic it holds), so it has not
+	// written to the new topic: its sequence numbers start at 0 there.
 	s.cl.PurgeTopicsFromProducing(s.topic)
 	s.mu.Lock()
 	var recs []*kgo.Record
@@ -134,18 +146,39 @@ func (s *Store) rewrite(ctx context.Context) (int, error) {
 		recs = append(recs, &kgo.Record{Topic: s.topic, Partition: wire.ConnectPartition(key, s.parts), Key: key, Value: topicIDValue(id)})
 	}
 	s.read = make(map[int32]int64)
+	s.acked = make(map[int32]int64) // the new topic's offsets start at 0
 	s.mu.Unlock()
 	// A topic created a moment ago may be unknown to some brokers.
 	if err := backoff.Retry(ctx, newTopicRetry, TopicGone, func() error {
-		return s.cl.ProduceSync(ctx, recs...).FirstErr()
+		return s.produce(ctx, recs)
 	}); err != nil {
 		return 0, err
 	}
-	if st, id, err := s.describe(ctx, [16]byte{}); err == nil && st != missing {
-		s.id = id // under repairMu
-	}
 	return n, nil
 }
+
+// learnID returns the ID of the offsets topic, which exists (it was just
+// created or written), retrying while a broker does not know it yet; zero
+// if it cannot tell. Later Repairs compare against it, and one that finds
+// the topic there must not have to guess whether the producer holds an
+// outdated ID.
+func (s *Store) learnID(ctx context.Context) [16]byte {
+	var id [16]byte
+	_ = backoff.Retry(ctx, newTopicRetry, func(err error) bool { return errors.Is(err, errNotKnownYet) }, func() error {
+		st, got, err := s.describe(ctx, [16]byte{})
+		switch {
+		case err != nil:
+			return err
+		case st == missing:
+			return errNotKnownYet
+		}
+		id = got
+		return nil
+	})
+	return id
+}
+
+var errNotKnownYet = errors.New("the broker does not know the topic yet")
 
 // state is what the target says of the offsets topic.
 type state int

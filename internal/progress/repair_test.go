@@ -33,18 +33,7 @@ func TestRepairDeletedTopic(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			c, err := kfake.NewCluster(kfake.NumBrokers(1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
-			connect := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
-			cl, err := kgo.NewClient(append(connect, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.UnknownTopicRetries(1))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(cl.Close)
-			adm := kadm.NewClient(cl)
+			connect, cl, adm := fakeTarget(t)
 			var missing []bool
 			recreated := 0
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -124,18 +113,7 @@ func TestRepairDeletedTopic(t *testing.T) {
 // overwritten by the repair's rewrite of the older progress in memory.
 func TestRepairWaitsForWriting(t *testing.T) {
 	ctx := context.Background()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	connect := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
-	cl, err := kgo.NewClient(append(connect, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.UnknownTopicRetries(1))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
+	connect, cl, adm := fakeTarget(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	const topic = "mm2-offsets.A.internal"
 	s, err := Open(ctx, adm, connect, cl, Options{Topic: topic, Source: "A", Partitions: 5, ReplicationFactor: 1}, log)
@@ -183,4 +161,22 @@ func TestRepairWaitsForWriting(t *testing.T) {
 	if got[tp] != 25 {
 		t.Fatalf("progress of %s after the repair: %d, want the writer's 25 (the rewrite put the older progress over it)", tp, got[tp])
 	}
+}
+
+// fakeTarget starts a one-broker kfake cluster and returns its connection
+// options, a producer that honours Record.Partition, and an admin client.
+func fakeTarget(t *testing.T) ([]kgo.Opt, *kgo.Client, *kadm.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	connect := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	cl, err := kgo.NewClient(append(connect, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.UnknownTopicRetries(1))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return connect, cl, kadm.NewClient(cl)
 }
