@@ -431,6 +431,75 @@ func TestOutOfOrderOnOldestBatchResetsProducer(t *testing.T) {
 	}
 }
 
+// TestRetriedHeadGoesAlone plays a remote topic deleted and created
+// again: the target answers UNKNOWN_TOPIC_OR_PARTITION until it has
+// refused each partition's oldest unacknowledged batch once more, and a
+// re-created partition takes any first sequence. So after an error a
+// partition's oldest batch must go alone until it is acknowledged: a
+// later batch sent beside it would be written first.
+func TestRetriedHeadGoesAlone(t *testing.T) {
+	const (
+		normal   = iota
+		gone     // failing everything until the oldest batch comes again
+		appeared // the oldest batch was refused once more; it must come next
+	)
+	type state struct {
+		phase int
+		head  int32
+	}
+	parts := map[int32]*state{}
+	episodes, violations := 0, []string{}
+	(&faultCopy{records: 4000, inject: func(n int64, pr *kmsg.ProduceRequest) (kmsg.Response, error, bool) {
+		seqs := map[int32]int32{}
+		for _, rt := range pr.Topics {
+			for _, rp := range rt.Partitions {
+				var b kmsg.RecordBatch
+				if err := b.ReadFrom(rp.Records); err != nil {
+					return nil, nil, false
+				}
+				seqs[rp.Partition] = b.FirstSequence
+			}
+		}
+		if episodes < 3 && n >= 6 && n%10 == 0 && len(parts) == 0 {
+			episodes++
+			for p, seq := range seqs {
+				parts[p] = &state{phase: gone, head: seq}
+			}
+			return errorResponse(pr, kerr.UnknownTopicOrPartition.Code), nil, true
+		}
+		fail := false
+		for p, seq := range seqs {
+			st := parts[p]
+			if st == nil {
+				continue
+			}
+			if st.phase == gone {
+				fail = true
+				if seq == st.head {
+					st.phase = appeared
+				}
+			} else if seq != st.head {
+				violations = append(violations, fmt.Sprintf("request %d: partition %d sent sequence %d while its oldest batch %d was unacknowledged after an error", n, p, seq, st.head))
+			}
+		}
+		if fail {
+			return errorResponse(pr, kerr.UnknownTopicOrPartition.Code), nil, true
+		}
+		for p, seq := range seqs {
+			if st := parts[p]; st != nil && st.phase == appeared && seq == st.head {
+				delete(parts, p)
+			}
+		}
+		return nil, nil, false
+	}}).run(t)
+	if episodes == 0 {
+		t.Fatal("no topic deletion played: the case was not exercised")
+	}
+	for _, v := range violations {
+		t.Error(v)
+	}
+}
+
 // TestConnectionDropsWithSeveralInFlight closes the produce connection
 // now and then: the request and those pipelined behind it on the same
 // connection fail, and everything is sent again in order.

@@ -60,7 +60,10 @@ type partition struct {
 	seq     int32      // next base sequence under the current producer ID
 	retryAt time.Time
 	retries int
-	lastErr error // the last produce or source batch error, or what stopped the partition
+	// aloneUntil: after a produce error, batches go one at a time until
+	// one that completes this source offset is acknowledged; -1 none.
+	aloneUntil int64
+	lastErr    error // the last produce or source batch error, or what stopped the partition
 	// badBatches counts the fetches in a row that held an unreadable batch.
 	badBatches int
 
@@ -154,7 +157,7 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 			recordCount: m.RecordCount.With(l), byteCount: m.ByteCount.With(l),
 			recordAge: m.RecordAgeMs.With(l), latency: m.ReplicationLatencyMs.With(l),
 			Ledger: datapath.NewLedger(), next: -1, base: -1, fromStart: fromStart,
-			srcLeader: -1, tgtLeader: -1, maxBytes: defaultMaxMessageBytes,
+			srcLeader: -1, tgtLeader: -1, aloneUntil: -1, maxBytes: defaultMaxMessageBytes,
 			lane: datapath.Lane(a.TP, len(pl.sources)),
 		}
 		from := "log start"

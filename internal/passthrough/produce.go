@@ -69,8 +69,13 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 		k := lineKey{br, p.txn}
 		reqs := byKey[k]
 		at := 0 // the request this partition's next batch may join
+		// One batch at a time while the target may hold no state of
+		// this producer for the partition, and after an error until
+		// every batch that failed is acknowledged: a re-created or
+		// moved partition takes any first sequence, so a later batch
+		// sent beside the oldest could land before it.
 		limit := partInflight
-		if p.ackPID != pid || now.Sub(p.ackAt) > producerStateTTL {
+		if p.ackPID != pid || now.Sub(p.ackAt) > producerStateTTL || p.aloneUntil >= 0 {
 			limit = 1
 		}
 		for _, b := range p.queue {
@@ -298,6 +303,9 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 			p.Done = max(p.Done, h.last, h.advanceTo)
 			pl.moved[p] = struct{}{}
 			p.retries, p.lastErr = 0, nil
+			if h.last >= p.aloneUntil {
+				p.aloneUntil = -1
+			}
 			done = append(done, h)
 			if pl.cfg.Syncs != nil && h.dstBase >= 0 {
 				p.syncq = append(p.syncq, syncAck{b: h, base: h.dstBase})
@@ -344,6 +352,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		// have answered.
 		b.state = stUnsent
 		p.blocked = true
+		p.aloneUntil = max(p.aloneUntil, b.last)
 		if idx > 0 {
 			pl.stats.laterErrs++
 		}
