@@ -110,7 +110,4 @@ func describe(w io.Writer, f *config.Flow, addOrigin bool) {
 		onOff(f.EmitHeartbeatsEnabled, f.EmitHeartbeatsInterval), onOff(f.RefreshTopicsEnabled, f.RefreshTopicsInterval),
 		onOff(f.SyncTopicConfigsEnabled, f.SyncTopicConfigsInterval), onOff(f.SyncTopicACLsEnabled, f.SyncTopicACLsInterval),
 		onOff(f.RefreshGroupsEnabled, f.RefreshGroupsInterval))
-	if f.ThrottleBytesPerSecond > 0 {
-		p("throttle: %d bytes per second", f.ThrottleBytesPerSecond)
-	}
 }

@@ -154,7 +154,7 @@ func (r *running) build(ctx context.Context) error {
 			return err
 		}
 	}
-	limiter := throttle.New(c.ThrottleBytesPerSecond)
+	limiter := throttle.New(p.Throttle)
 	// More source clients, one per fetch lane after the first: transport
 	// and metadata only.
 	var more []*kgo.Client
@@ -230,7 +230,7 @@ func (r *running) topicGone(remote string) {
 // had already consumed before are not copied, as MirrorMaker 1, which
 // replicated through such a group, would not have copied them again.
 func (r *running) seedFromGroup(ctx context.Context) error {
-	group := r.c.StartFromGroup
+	group := r.plan.StartFromGroup
 	if group == "" {
 		return nil
 	}

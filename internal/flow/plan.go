@@ -30,6 +30,10 @@ type Plan struct {
 	// StartAtEnd: partitions with no progress start at the log end
 	// (auto.offset.reset = latest), else at the log start.
 	StartAtEnd bool
+	// StartFromGroup is a consumer group on the source whose committed
+	// offsets seed partitions without progress first (config.StartGroupKey),
+	// or "".
+	StartFromGroup string
 	// IgnoredIsolation: the source consumer asks read_uncommitted, which
 	// kmirror ignores (it copies committed records only).
 	IgnoredIsolation bool
@@ -40,6 +44,8 @@ type Plan struct {
 	// exactly-once; with Slots > 0 it is the base of one ID per slot.
 	TransactionalID string
 	Slots           int
+	// Throttle bounds the bytes per second sent to the target; 0: none.
+	Throttle int64
 
 	source, target string // the aliases, for Lines
 }
@@ -55,6 +61,8 @@ func PlanOf(c *config.Flow, addOrigin bool) Plan {
 		FetchMaxWait:      c.Client.FetchMaxWait,
 		StartAtEnd:        c.Client.StartAt == config.ResetLatest,
 		IgnoredIsolation:  c.Client.Isolation == config.ReadUncommitted,
+		StartFromGroup:    c.StartFromGroup,
+		Throttle:          c.ThrottleBytesPerSecond,
 		source:            c.Source,
 		target:            c.Target,
 	}
@@ -93,11 +101,14 @@ func (p Plan) Lines() []string {
 	}
 	add("fetch sizes: %s per fetch, %s per partition, waiting at most %v", or(bytesOf(int(p.FetchMaxBytes)), p.FetchMaxBytes > 0, bytesOf(passthrough.DefaultFetchMaxBytes)),
 		part, or(p.FetchMaxWait, p.FetchMaxWait > 0, passthrough.DefaultFetchMaxWait))
+	start := "at the log start"
 	if p.StartAtEnd {
-		add("start: partitions without progress start at the log end (auto.offset.reset = latest)")
-	} else {
-		add("start: partitions without progress start at the log start")
+		start = "at the log end (auto.offset.reset = latest)"
 	}
+	if p.StartFromGroup != "" {
+		start = fmt.Sprintf("where consumer group %q on %s stands, else %s", p.StartFromGroup, p.source, start)
+	}
+	add("start: partitions without progress start %s", start)
 	if p.IgnoredIsolation {
 		add("isolation: read_uncommitted is ignored, only committed records are copied")
 	}
@@ -119,6 +130,9 @@ func (p Plan) Lines() []string {
 		add("workers: group %q on %s shares the partitions between kmirror processes", p.Group, p.source)
 	} else {
 		add("workers: single (this process copies every partition)")
+	}
+	if p.Throttle > 0 {
+		add("throttle: %d bytes per second", p.Throttle)
 	}
 	return out
 }

@@ -50,6 +50,8 @@ func TestPlanOf(t *testing.T) {
 		{"exactly-once", planBase + eos, false, ab(Plan{Fetches: DefaultFetches, TransactionalID: "kmirror-A->B"})},
 		{"exactly-once group: slots", planBase + eos + group + config.SlotsKey + " = 4\n", false,
 			ab(Plan{Fetches: DefaultFetches, Group: "kmirror-A->B", TransactionalID: "kmirror-A->B", Slots: 4})},
+		{"start from a group, throttled", planBase + config.StartGroupKey + " = mm1\n" + config.ThrottleKey + " = 1000\n", false,
+			ab(Plan{Fetches: DefaultFetches, StartFromGroup: "mm1", Throttle: 1000})},
 		{"slots without exactly-once", planBase + group + config.SlotsKey + " = 4\n", false, ab(Plan{Fetches: DefaultFetches, Group: "kmirror-A->B"})},
 	}
 	for _, tt := range tests {
@@ -80,17 +82,19 @@ func TestPlanWords(t *testing.T) {
 		}},
 		{"everything set", planBase + config.PassthroughKey + " = false\nB.producer.compression.type = zstd\nA.consumer.fetch.max.bytes = 1000\n" +
 			"A.consumer.max.partition.fetch.bytes = 65536\nA.consumer.fetch.max.wait.ms = 100\nA.consumer.auto.offset.reset = latest\n" +
-			"A.consumer.isolation.level = read_uncommitted\nB.exactly.once.source.support = enabled\nA->B.kmirror.workers = group\n" + config.SlotsKey + " = 3\n", true,
+			"A.consumer.isolation.level = read_uncommitted\nB.exactly.once.source.support = enabled\nA->B.kmirror.workers = group\n" + config.SlotsKey + " = 3\n" +
+			config.StartGroupKey + " = mm1\n" + config.ThrottleKey + " = 5000\n", true,
 			"data path: every batch is re-encoded, compressed with zstd [because " + config.PassthroughKey +
 				" = false and the provenance header is written and the target producer sets compression.type = zstd fetches_per_broker 2]", []string{
 				"data path: batch engine, every batch is re-encoded, compressed with zstd because " + config.PassthroughKey +
 					" = false and the provenance header is written and the target producer sets compression.type = zstd, 2 fetches per source broker",
 				"fetch sizes: 1000 bytes per fetch, 64 KiB per partition, waiting at most 100ms",
-				"start: partitions without progress start at the log end (auto.offset.reset = latest)",
+				`start: partitions without progress start where consumer group "mm1" on A stands, else at the log end (auto.offset.reset = latest)`,
 				"isolation: read_uncommitted is ignored, only committed records are copied",
 				"provenance header: written; records that came from the target are not copied back",
 				"exactly-once: on (B.exactly.once.source.support = enabled), records and progress in target transactions, 3 slots, transactional ids kmirror-A->B-slot-0 to kmirror-A->B-slot-2",
 				`workers: group "kmirror-A->B" on A shares the partitions between kmirror processes`,
+				"throttle: 5000 bytes per second",
 			}},
 		{"exactly-once single", planBase + "B.exactly.once.source.support = enabled\n", false, "data path: source batches are forwarded without recompression [fetches_per_broker 2]", []string{
 			"exactly-once: on (B.exactly.once.source.support = enabled), batches and progress in target transactions, transactional id kmirror-A->B",
