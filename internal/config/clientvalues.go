@@ -44,6 +44,10 @@ type ClientValues struct {
 	FetchMaxBytes     int32         // fetch.max.bytes
 	PartitionMaxBytes int32         // max.partition.fetch.bytes
 	FetchMaxWait      time.Duration // fetch.max.wait.ms
+	// The workers' group consumer (kmirror.workers = group): its
+	// session.timeout.ms and heartbeat.interval.ms; 0 when unset
+	// (franz-go's defaults).
+	SessionTimeout, HeartbeatInterval time.Duration
 	// TargetCodec is the target producer's compression.type in lower
 	// case, or "" when unset (batches keep the source's codec).
 	TargetCodec string
@@ -60,7 +64,8 @@ var Codecs = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 // target producer; the client-level check (clientErrors) leaves them
 // alone there, so that one bad value gives one error.
 var (
-	typedSourceConsumerKeys = set("auto.offset.reset", "isolation.level", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.max.wait.ms")
+	typedSourceConsumerKeys = set("auto.offset.reset", "isolation.level", "fetch.max.bytes", "max.partition.fetch.bytes", "fetch.max.wait.ms",
+		"session.timeout.ms", "heartbeat.interval.ms")
 	typedTargetProducerKeys = set("compression.type")
 )
 
@@ -89,6 +94,8 @@ func (b *builder) clientValues(sc, tp layer) {
 	v.FetchMaxBytes = int32(b.clientInt(sc, "fetch.max.bytes"))
 	v.PartitionMaxBytes = int32(b.clientInt(sc, "max.partition.fetch.bytes"))
 	v.FetchMaxWait = time.Duration(b.clientInt(sc, "fetch.max.wait.ms")) * time.Millisecond
+	v.SessionTimeout = time.Duration(b.clientInt(sc, "session.timeout.ms")) * time.Millisecond
+	v.HeartbeatInterval = time.Duration(b.clientInt(sc, "heartbeat.interval.ms")) * time.Millisecond
 	v.TargetCodec = b.choice(tp, "compression.type", "", true, Codecs...)
 	v.DefaultsFromSource = javaTrim(b.s["use.defaults.from"].val) == "source"
 }

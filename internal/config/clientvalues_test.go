@@ -44,6 +44,13 @@ func TestClientValues(t *testing.T) {
 		{"fetch wait too long", "A.consumer.fetch.max.wait.ms = 2147483648", nil, nil,
 			`mm2.properties:5: A.consumer.fetch.max.wait.ms: "2147483648" is not an integer in [0, 2147483647]`},
 
+		{"session timeout", "A.consumer.session.timeout.ms = 6000\nA->B.kmirror.workers = group", func(v ClientValues) any { return v.SessionTimeout }, 6 * time.Second, ""},
+		{"session timeout bad", "A.consumer.session.timeout.ms = 6s", nil, nil,
+			`mm2.properties:5: A.consumer.session.timeout.ms: "6s" is not an integer in [0, 2147483647]`},
+		{"heartbeat interval", "A->B.consumer.heartbeat.interval.ms = 500", func(v ClientValues) any { return v.HeartbeatInterval }, 500 * time.Millisecond, ""},
+		{"heartbeat interval negative", "A->B.consumer.heartbeat.interval.ms = -500", nil, nil,
+			`mm2.properties:5: A->B.consumer.heartbeat.interval.ms: "-500" is not an integer in [0, 2147483647]`},
+
 		// compression.type: an enum, kept in lower case.
 		{"codec unset", "", func(v ClientValues) any { return v.TargetCodec }, "", ""},
 		{"codec", "B.producer.compression.type = ZSTD", func(v ClientValues) any { return v.TargetCodec }, "zstd", ""},

@@ -89,7 +89,7 @@ func (r *running) build(ctx context.Context) error {
 	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: p.StartAtEnd, Log: f.log,
 		Metrics: f.m, SourceAlias: c.Source, TargetAlias: c.Target, Hosting: r.hosts.wait}
 	if r.group != "" {
-		copts = append(slices.Clip(copts), r.hooks.options(r.group, c.SourceConsumer, p.Slots)...)
+		copts = append(slices.Clip(copts), r.hooks.options(p)...)
 		f.log.Info("workers share this flow through a consumer group on the source", "group", r.group)
 	}
 	var err error

@@ -40,6 +40,9 @@ type Plan struct {
 	// Group is the workers' consumer group on the source, "" for a single
 	// worker.
 	Group string
+	// The group consumer's session timeout and heartbeat interval; 0
+	// keeps franz-go's defaults.
+	SessionTimeout, HeartbeatInterval time.Duration
 	// TransactionalID is the producer's transactional ID, "" unless
 	// exactly-once; with Slots > 0 it is the base of one ID per slot.
 	TransactionalID string
@@ -68,6 +71,7 @@ func PlanOf(c *config.Flow, addOrigin bool) Plan {
 	}
 	if c.Workers == config.Group {
 		p.Group = c.WorkersGroupID
+		p.SessionTimeout, p.HeartbeatInterval = c.Client.SessionTimeout, c.Client.HeartbeatInterval
 	}
 	if c.ExactlyOnce {
 		p.TransactionalID = TransactionalID(c)
@@ -127,7 +131,14 @@ func (p Plan) Lines() []string {
 		add("exactly-once: off")
 	}
 	if p.Group != "" {
-		add("workers: group %q on %s shares the partitions between kmirror processes", p.Group, p.source)
+		timing := ""
+		if p.SessionTimeout > 0 {
+			timing += fmt.Sprintf(", session timeout %v", p.SessionTimeout)
+		}
+		if p.HeartbeatInterval > 0 {
+			timing += fmt.Sprintf(", heartbeat every %v", p.HeartbeatInterval)
+		}
+		add("workers: group %q on %s shares the partitions between kmirror processes%s", p.Group, p.source, timing)
 	} else {
 		add("workers: single (this process copies every partition)")
 	}

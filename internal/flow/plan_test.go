@@ -47,6 +47,8 @@ func TestPlanOf(t *testing.T) {
 		{"target codec", planBase + "B.producer.compression.type = GZIP\n", false, ab(Plan{Fetches: DefaultFetches,
 			Encoding: Encoding{Codec: "gzip", What: "batches not compressed with gzip are re-encoded with it", Why: "the target producer sets compression.type = gzip"}})},
 		{"group workers", planBase + group + "A->B.kmirror.workers.group.id = w\n", false, ab(Plan{Fetches: DefaultFetches, Group: "w"})},
+		{"group timeouts", planBase + group + "A.consumer.session.timeout.ms = 6000\nA.consumer.heartbeat.interval.ms = 500\n", false,
+			ab(Plan{Fetches: DefaultFetches, Group: "kmirror-A->B", SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond})},
 		{"exactly-once", planBase + eos, false, ab(Plan{Fetches: DefaultFetches, TransactionalID: "kmirror-A->B"})},
 		{"exactly-once group: slots", planBase + eos + group + config.SlotsKey + " = 4\n", false,
 			ab(Plan{Fetches: DefaultFetches, Group: "kmirror-A->B", TransactionalID: "kmirror-A->B", Slots: 4})},
@@ -83,7 +85,7 @@ func TestPlanWords(t *testing.T) {
 		{"everything set", planBase + config.PassthroughKey + " = false\nB.producer.compression.type = zstd\nA.consumer.fetch.max.bytes = 1000\n" +
 			"A.consumer.max.partition.fetch.bytes = 65536\nA.consumer.fetch.max.wait.ms = 100\nA.consumer.auto.offset.reset = latest\n" +
 			"A.consumer.isolation.level = read_uncommitted\nB.exactly.once.source.support = enabled\nA->B.kmirror.workers = group\n" + config.SlotsKey + " = 3\n" +
-			config.StartGroupKey + " = mm1\n" + config.ThrottleKey + " = 5000\n", true,
+			config.StartGroupKey + " = mm1\n" + config.ThrottleKey + " = 5000\nA.consumer.session.timeout.ms = 6000\n", true,
 			"data path: every batch is re-encoded, compressed with zstd [because " + config.PassthroughKey +
 				" = false and the provenance header is written and the target producer sets compression.type = zstd fetches_per_broker 2]", []string{
 				"data path: batch engine, every batch is re-encoded, compressed with zstd because " + config.PassthroughKey +
@@ -93,7 +95,7 @@ func TestPlanWords(t *testing.T) {
 				"isolation: read_uncommitted is ignored, only committed records are copied",
 				"provenance header: written; records that came from the target are not copied back",
 				"exactly-once: on (B.exactly.once.source.support = enabled), records and progress in target transactions, 3 slots, transactional ids kmirror-A->B-slot-0 to kmirror-A->B-slot-2",
-				`workers: group "kmirror-A->B" on A shares the partitions between kmirror processes`,
+				`workers: group "kmirror-A->B" on A shares the partitions between kmirror processes, session timeout 6s`,
 				"throttle: 5000 bytes per second",
 			}},
 		{"exactly-once single", planBase + "B.exactly.once.source.support = enabled\n", false, "data path: source batches are forwarded without recompression [fetches_per_broker 2]", []string{
