@@ -14,7 +14,6 @@ import (
 	"github.com/kmirror/kmirror/internal/flow"
 	"github.com/kmirror/kmirror/internal/preflight"
 	"github.com/kmirror/kmirror/internal/runner"
-	"github.com/kmirror/kmirror/internal/slots"
 )
 
 // checkCmd is "kmirror check": validate a file and say what each flow will
@@ -78,32 +77,15 @@ func checkCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// describe prints what flow f will do.
+// describe prints what flow f will do: its plan, then its other settings.
 func describe(w io.Writer, f *config.Flow, addOrigin bool) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, "  "+format+"\n", args...) }
 	fmt.Fprintf(w, "flow %s:\n", f.Name())
-	enc, fetches := flow.DataPath(f, addOrigin)
-	if enc.Why == "" {
-		p("data path: batch engine, source batches forwarded as they are, %d fetches per source broker", fetches)
-	} else {
-		p("data path: batch engine, %s because %s, %d fetches per source broker", enc.What, enc.Why, fetches)
+	for _, l := range flow.PlanOf(f, addOrigin).Lines() {
+		p("%s", l)
 	}
 	p("topics: %s, excluding %s", strings.Join(f.Topics, ", "), strings.Join(f.TopicsExclude, ", "))
 	p("remote names: %s (a source topic t becomes %s)", f.PolicyClass, f.Policy.FormatRemoteTopic(f.Source, "t"))
-	switch {
-	case f.ExactlyOnce && f.Workers == config.Group:
-		p("exactly-once: on (%s.exactly.once.source.support = enabled), records and progress in target transactions, %d slots, transactional ids %s to %s",
-			f.Target, f.Slots, slots.TransactionalID(flow.TransactionalID(f), 0), slots.TransactionalID(flow.TransactionalID(f), f.Slots-1))
-	case f.ExactlyOnce:
-		p("exactly-once: on (%s.exactly.once.source.support = enabled), batches and progress in target transactions, transactional id %s", f.Target, flow.TransactionalID(f))
-	default:
-		p("exactly-once: off")
-	}
-	if f.Workers == config.Group {
-		p("workers: group %q on %s shares the partitions between kmirror processes", f.WorkersGroupID, f.Source)
-	} else {
-		p("workers: single (this process copies every partition)")
-	}
 	switch {
 	case !f.EmitCheckpointsEnabled:
 		p("checkpoints: off")
@@ -128,7 +110,4 @@ func describe(w io.Writer, f *config.Flow, addOrigin bool) {
 		onOff(f.EmitHeartbeatsEnabled, f.EmitHeartbeatsInterval), onOff(f.RefreshTopicsEnabled, f.RefreshTopicsInterval),
 		onOff(f.SyncTopicConfigsEnabled, f.SyncTopicConfigsInterval), onOff(f.SyncTopicACLsEnabled, f.SyncTopicACLsInterval),
 		onOff(f.RefreshGroupsEnabled, f.RefreshGroupsInterval))
-	if f.ThrottleBytesPerSecond > 0 {
-		p("throttle: %d bytes per second", f.ThrottleBytesPerSecond)
-	}
 }

@@ -28,6 +28,17 @@ func TestCheckCommand(t *testing.T) {
 			[]string{"data path: batch engine, batches not compressed with zstd are re-encoded with it because the target producer sets compression.type = zstd"}},
 		{"group workers", base + "A->B.enabled = true\nA->B.kmirror.workers = Group\nA->B.kmirror.workers.group.id = w\n", 0,
 			[]string{`workers: group "w" on A`}},
+		{"plan", base + "A->B.enabled = true\nB->A.enabled = true\nreplication.policy.class = IdentityReplicationPolicy\n" +
+			"A.consumer.fetch.max.bytes = 8388608\nA.consumer.auto.offset.reset = latest\nB.exactly.once.source.support = enabled\n" +
+			"A->B.kmirror.workers = group\nA->B.kmirror.exactly.once.slots = 2\n", 0,
+			[]string{"flow A->B:\n  data path: batch engine, every batch is re-encoded because the provenance header is written, 2 fetches per source broker\n" +
+				"  fetch sizes: 8 MiB per fetch, a share of the fetch, 1 MiB to 16 MiB per partition, waiting at most 500ms\n" +
+				"  start: partitions without progress start at the log end (auto.offset.reset = latest)\n" +
+				"  provenance header: written; records that came from the target are not copied back\n" +
+				"  exactly-once: on (B.exactly.once.source.support = enabled), records and progress in target transactions, 2 slots, transactional ids kmirror-A->B-slot-0 to kmirror-A->B-slot-1\n" +
+				`  workers: group "kmirror-A->B" on A shares the partitions between kmirror processes` + "\n  topics: ",
+				"flow B->A:\n  data path: batch engine, every batch is re-encoded because the provenance header is written",
+				"  start: partitions without progress start at the log start\n"}},
 		{"heartbeats only", base, 0, []string{"heartbeats only A->B", "heartbeats only B->A", "only heartbeats run"}},
 		{"nothing to run", base + "emit.heartbeats.enabled = false\n", 1, []string{"nothing to run"}},
 		{"typo warned", base + "A->B.enabled = true\nA.consumer.fetch.max.byte = 1\n", 0,

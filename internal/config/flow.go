@@ -117,6 +117,8 @@ type Flow struct {
 	LagThreshold           time.Duration     // LagThresholdKey
 	// ExactlyOnce: TARGET.exactly.once.source.support = enabled.
 	ExactlyOnce bool
+	// Client: the values of the client keys kmirror acts on itself.
+	Client ClientValues
 	// OffsetFlushInterval: offset.flush.interval.ms of the worker view,
 	// DefaultOffsetFlushInterval unless a positive number.
 	OffsetFlushInterval time.Duration
@@ -580,8 +582,9 @@ func (b *builder) clients() {
 	tc := normalise(consumer(build("target", "consumer.", "target.consumer.")))
 	tp := normalise(build("target", "producer.", "target.producer.", "producer.override."))
 	f.SourceConsumer, f.SourceAdmin, f.TargetAdmin, f.TargetConsumer, f.TargetProducer = sc.strings(), sa.strings(), ta.strings(), tc.strings(), tp.strings()
-	b.checkClientKeys([]clientRole{{clients.Consumer, "consumer", sc}, {clients.Admin, "admin", sa},
-		{clients.Admin, "admin", ta}, {clients.Consumer, "consumer", tc}, {clients.Producer, "producer", tp}})
+	b.clientValues(sc, tp)
+	b.checkClientKeys([]clientRole{{clients.Consumer, "consumer", sc, typedSourceConsumerKeys}, {clients.Admin, "admin", sa, nil},
+		{clients.Admin, "admin", ta, nil}, {clients.Consumer, "consumer", tc, nil}, {clients.Producer, "producer", tp, typedTargetProducerKeys}})
 }
 
 func layerWithPrefix(l layer, p string) layer {
@@ -599,7 +602,7 @@ func layerWithPrefix(l layer, p string) layer {
 func (b *builder) checkExactlyOnce() {
 	s := b.s
 	if b.choice(s, "exactly.once.support", "requested", true, "requested", "required") == "required" {
-		if !strings.EqualFold(strings.TrimSpace(b.f.SourceConsumer["isolation.level"]), "read_committed") {
+		if b.f.Client.Isolation != ReadCommitted {
 			b.fail(s, "exactly.once.support", "required needs the source consumer's isolation.level = read_committed (set %s.consumer.isolation.level)", b.f.Source)
 		}
 	}

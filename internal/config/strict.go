@@ -110,6 +110,7 @@ type clientRole struct {
 	role  clients.Role
 	java  string // producer, consumer or admin
 	props layer
+	typed map[string]bool // keys checked by clientValues instead
 }
 
 // checkClientKeys warns about every key of the flow's clients that kmirror
@@ -263,7 +264,7 @@ func (b *builder) clientErrors(r clientRole) {
 	}
 	for _, msg := range strings.Split(err.Error(), "\n") {
 		key, rest, _ := strings.Cut(msg, ": ")
-		if v, ok := r.props[key]; ok && v.src != "" && !IsClientConnectionKey(key) && !IsSensitive(key) {
+		if v, ok := r.props[key]; ok && v.src != "" && !r.typed[key] && !IsClientConnectionKey(key) && !IsSensitive(key) {
 			if b.c.Props.Resolved(v.src) {
 				rest = "invalid value " + b.show(r.props, key)
 			}

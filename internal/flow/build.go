@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,8 +25,9 @@ import (
 
 // running is the state of one Run of a flow.
 type running struct {
-	f *Flow
-	c *config.Flow
+	f    *Flow
+	c    *config.Flow
+	plan Plan // what to build
 
 	pol                policy.Policy
 	topics             *policy.Filter
@@ -72,39 +71,31 @@ func (r *running) connect(ctx context.Context) error {
 	return reachable(ctx, r.tgtAdm, c.Target)
 }
 
-// build makes the clients, the progress store, the offset-sync writer, the
-// data path and the topic syncer.
+// build makes the clients of r.plan, the progress store, the offset-sync
+// writer, the data path and the topic syncer.
 func (r *running) build(ctx context.Context) error {
-	f, c := r.f, r.c
-	if v := c.SourceConsumer["isolation.level"]; v != "" && v != "read_committed" {
-		f.log.Warn("ignoring isolation.level: kmirror copies only committed records", "value", v)
+	f, c, p := r.f, r.c, r.plan
+	if p.IgnoredIsolation {
+		f.log.Warn("ignoring isolation.level: kmirror copies only committed records", "value", config.ReadUncommitted.String())
 	}
-	startAtEnd := c.SourceConsumer["auto.offset.reset"] == "latest"
 	copts := []kgo.Opt{
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 	}
-	eos := c.ExactlyOnce
-	if c.Workers == config.Group {
-		r.group = c.WorkersGroupID
-	}
+	eos := p.TransactionalID != ""
+	r.group = p.Group
 	r.hooks = &groupHooks{remotes: make(map[string]string)}
-	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: startAtEnd, Log: f.log,
+	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: p.StartAtEnd, Log: f.log,
 		Metrics: f.m, SourceAlias: c.Source, TargetAlias: c.Target, Hosting: r.hosts.wait}
-	slotCount := 0 // exactly-once with several workers: one transactional ID per slot
-	if r.group != "" && eos {
-		slotCount = c.Slots
-	}
 	if r.group != "" {
-		copts = append(slices.Clip(copts), r.hooks.options(r.group, c.SourceConsumer, slotCount)...)
+		copts = append(slices.Clip(copts), r.hooks.options(p)...)
 		f.log.Info("workers share this flow through a consumer group on the source", "group", r.group)
 	}
 	var err error
 	if r.consumer, _, err = f.client("replication-consumer", clients.Consumer, c.SourceConsumer, copts...); err != nil {
 		return err
 	}
-	enc := encodingOf(c, f.opts.AddOrigin)
 	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
 	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
 		return err
@@ -116,11 +107,11 @@ func (r *running) build(ctx context.Context) error {
 		if storeProducer, _, err = f.client("progress-producer", clients.Producer, c.TargetProducer, kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
 			return err
 		}
-		if slotCount > 0 {
+		if p.Slots > 0 {
 			f.log.Info("exactly-once: records and progress are written in transactions, one transactional ID per slot of partitions",
-				"transactional_ids", slots.TransactionalID(TransactionalID(c), 0)+"..", "slots", slotCount)
+				"transactional_ids", slots.TransactionalID(p.TransactionalID, 0)+"..", "slots", p.Slots)
 		} else {
-			f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", TransactionalID(c))
+			f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", p.TransactionalID)
 		}
 	}
 	r.store, err = progress.Open(ctx, r.tgtAdm, r.tgtConn, storeProducer, progress.Options{
@@ -163,41 +154,36 @@ func (r *running) build(ctx context.Context) error {
 			return err
 		}
 	}
-	limiter := throttle.New(c.ThrottleBytesPerSecond)
-	fetches := fetchesOf(c)
+	limiter := throttle.New(p.Throttle)
 	// More source clients, one per fetch lane after the first: transport
 	// and metadata only.
 	var more []*kgo.Client
-	for i := 1; i < fetches; i++ {
+	for i := 1; i < p.Fetches; i++ {
 		cl, _, err := f.client(fmt.Sprintf("replication-fetcher-%d", i), clients.Consumer, c.SourceConsumer)
 		if err != nil {
 			return err
 		}
 		more = append(more, cl)
 	}
-	if enc.Why == "" {
-		f.log.Info("data path: source batches are forwarded without recompression", "fetches_per_broker", fetches)
-	} else {
-		f.log.Info("data path: "+enc.What, "because", enc.Why, "fetches_per_broker", fetches)
-	}
+	msg, attrs := p.DataPath()
+	f.log.Info(msg, attrs...)
 	ptc := passthrough.Config{
 		SourceAlias: c.Source, TargetAlias: c.Target,
 		Source: r.consumer, MoreSources: more, SourceAdmin: r.srcAdm,
 		Target: r.producer, TargetAdmin: r.tgtAdm,
 		Progress: r.store, Syncs: syncs,
-		StartAtEnd: startAtEnd,
+		StartAtEnd: p.StartAtEnd,
 		Throttle:   limiter,
-		AddOrigin:  f.opts.AddOrigin, ReencodeAll: enc.All, Codec: enc.Codec,
+		AddOrigin:  p.AddOrigin, ReencodeAll: p.All, Codec: p.Codec,
 		Metrics: f.m, Log: f.log,
 		// The source consumer's Java fetch keys; unset ones keep
 		// passthrough's defaults.
-		FetchMaxBytes:     int32(positiveInt(c.SourceConsumer["fetch.max.bytes"])),
-		PartitionMaxBytes: int32(positiveInt(c.SourceConsumer["max.partition.fetch.bytes"])),
-		FetchMaxWait:      time.Duration(positiveInt(c.SourceConsumer["fetch.max.wait.ms"])) * time.Millisecond,
+		FetchMaxBytes:     p.FetchMaxBytes,
+		PartitionMaxBytes: p.PartitionMaxBytes,
+		FetchMaxWait:      p.FetchMaxWait,
 		TopicGone:         r.topicGone,
-	}
-	if eos {
-		ptc.TransactionalID, ptc.Slots = TransactionalID(c), slotCount
+		TransactionalID:   p.TransactionalID,
+		Slots:             p.Slots,
 	}
 	r.rep = passthrough.New(ptc)
 	r.hooks.adapter.OwnFetches = true
@@ -218,7 +204,7 @@ func (r *running) build(ctx context.Context) error {
 		HeartbeatsReplication: c.HeartbeatsReplicationEnabled,
 		ReplicationFactor:     c.ReplicationFactor,
 		ConfigExclude:         r.exclude,
-		DefaultsFromSource:    c.Settings["use.defaults.from"] == "source",
+		DefaultsFromSource:    c.Client.DefaultsFromSource,
 		Recreated:             func(rs []string) { f.forget(nil, rs...) },
 		Log:                   f.log,
 	}
@@ -244,7 +230,7 @@ func (r *running) topicGone(remote string) {
 // had already consumed before are not copied, as MirrorMaker 1, which
 // replicated through such a group, would not have copied them again.
 func (r *running) seedFromGroup(ctx context.Context) error {
-	group := r.c.StartFromGroup
+	group := r.plan.StartFromGroup
 	if group == "" {
 		return nil
 	}
@@ -278,14 +264,4 @@ func (r *running) seedFromGroup(ctx context.Context) error {
 	}
 	r.f.log.Info("partitions without progress start where the consumer group stands", "group", group, "partitions", len(seed))
 	return nil
-}
-
-// positiveInt parses a client property already checked by internal/clients;
-// anything unset or not positive is 0 (the data path's default).
-func positiveInt(v string) int64 {
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
 }

@@ -27,67 +27,6 @@ import (
 	"github.com/kmirror/kmirror/internal/progress"
 )
 
-// Encoding is how a flow's batches reach the target on the batch engine
-// (internal/passthrough): forwarded as they are wherever the flow allows
-// (Why is empty), or re-encoded, every batch or those of another codec.
-type Encoding struct {
-	All   bool   // every batch is re-encoded
-	Codec string // the target codec (compression.type), or "" to keep the source's
-	// What says which batches are re-encoded and Why what makes the flow
-	// re-encode them; both empty when batches are forwarded.
-	What, Why string
-}
-
-// encodingOf decides how flow c's batches reach the target; addOrigin is
-// OriginHeaderFlows' answer for c.
-func encodingOf(c *config.Flow, addOrigin bool) Encoding {
-	e := Encoding{All: c.Passthrough == config.Off, Codec: strings.TrimSpace(c.TargetProducer["compression.type"])}
-	var because []string
-	if e.All {
-		because = append(because, config.PassthroughKey+" = false")
-	}
-	if addOrigin {
-		because = append(because, "the provenance header is written")
-	}
-	if e.Codec != "" {
-		because = append(because, "the target producer sets compression.type = "+e.Codec)
-	}
-	switch {
-	case e.All || addOrigin:
-		e.What = "every batch is re-encoded"
-	case e.Codec != "":
-		e.What = "batches not compressed with " + e.Codec + " are re-encoded with it"
-	}
-	if e.Codec != "" && (e.All || addOrigin) {
-		e.What += ", compressed with " + e.Codec
-	}
-	e.Why = strings.Join(because, " and ")
-	return e
-}
-
-// DefaultFetches is the default of config.FetchesKey: how many fetches a
-// flow keeps in flight to each source broker, each on its own connection
-// and for its share of the partitions. A Kafka broker answers the requests
-// of one connection one at a time, so with one fetch a long round trip
-// leaves the link idle between a response and the next request; Kafka's
-// own followers use num.replica.fetchers the same way.
-const DefaultFetches = 2
-
-// fetchesOf is the flow's fetches per source broker.
-func fetchesOf(c *config.Flow) int {
-	if c.FetchesPerBroker > 0 {
-		return c.FetchesPerBroker
-	}
-	return DefaultFetches
-}
-
-// TransactionalID is the transactional ID of a flow's producer in
-// exactly-once mode. A second kmirror running the same flow fences the
-// first.
-func TransactionalID(c *config.Flow) string {
-	return "kmirror-" + c.Name()
-}
-
 // CommitRecords is how many acknowledged records make progress be saved
 // before the flush interval is up.
 const CommitRecords = 5000
@@ -231,7 +170,7 @@ func (f *Flow) close() {
 // acknowledged and progress saved before it returns.
 func (f *Flow) Run(ctx context.Context) error {
 	defer f.close()
-	r := &running{f: f, c: f.cfg, assigned: make(map[progress.TP]bool), kick: make(chan struct{}, 1), looked: make(map[progress.TP]bool)}
+	r := &running{f: f, c: f.cfg, plan: PlanOf(f.cfg, f.opts.AddOrigin), assigned: make(map[progress.TP]bool), kick: make(chan struct{}, 1), looked: make(map[progress.TP]bool)}
 	if err := r.connect(ctx); err != nil {
 		return err
 	}

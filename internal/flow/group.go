@@ -2,9 +2,7 @@ package flow
 
 import (
 	"maps"
-	"strconv"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -70,22 +68,22 @@ func (h *groupHooks) remote(topic string) string {
 
 // options are the group consumer's. Exactly-once (slots > 0) hands out
 // whole slots (internal/slots) instead of balancing partitions one by one.
-func (h *groupHooks) options(group string, props map[string]string, slotCount int) []kgo.Opt {
+func (h *groupHooks) options(p Plan) []kgo.Opt {
 	balancer := kgo.CooperativeStickyBalancer()
-	if slotCount > 0 {
-		balancer = slots.Balancer(slotCount)
+	if p.Slots > 0 {
+		balancer = slots.Balancer(p.Slots)
 	}
 	opts := []kgo.Opt{
-		kgo.ConsumerGroup(group),
+		kgo.ConsumerGroup(p.Group),
 		kgo.DisableAutoCommit(),
 		kgo.Balancers(balancer),
 	}
 	opts = append(opts, h.adapter.Options()...)
-	if ms, err := strconv.Atoi(props["session.timeout.ms"]); err == nil && ms > 0 {
-		opts = append(opts, kgo.SessionTimeout(time.Duration(ms)*time.Millisecond))
+	if p.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(p.SessionTimeout))
 	}
-	if ms, err := strconv.Atoi(props["heartbeat.interval.ms"]); err == nil && ms > 0 {
-		opts = append(opts, kgo.HeartbeatInterval(time.Duration(ms)*time.Millisecond))
+	if p.HeartbeatInterval > 0 {
+		opts = append(opts, kgo.HeartbeatInterval(p.HeartbeatInterval))
 	}
 	return opts
 }

@@ -104,7 +104,7 @@ func (r *running) recover(ctx context.Context, maybe []candidate) error {
 			continue
 		}
 		from := "log-start"
-		if c.SourceConsumer["auto.offset.reset"] == "latest" {
+		if r.plan.StartAtEnd {
 			from = "log-end"
 		}
 		r.f.m.Progress.Recovered.WithLabelValues(c.Source, c.Target, from).Inc()

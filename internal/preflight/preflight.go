@@ -150,7 +150,7 @@ func (c *Checker) Flow(ctx context.Context, f *config.Flow) {
 	}
 	syncer := &topicsync.Syncer{Policy: f.Policy, Topics: f.TopicFilter, SourceAlias: f.Source, TargetAlias: f.Target,
 		HeartbeatsReplication: f.HeartbeatsReplicationEnabled, ConfigExclude: f.ConfigExclude,
-		DefaultsFromSource: f.Settings["use.defaults.from"] == "source"}
+		DefaultsFromSource: f.Client.DefaultsFromSource}
 
 	all, err := metadata(ctx, src.cl)
 	if err != nil {
