@@ -134,7 +134,16 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 // by one resumes where that one left it rather than where this Store last
 // saw it. Partitions this Store saves meanwhile keep their own value.
 // Calls run one at a time.
+//
+// It first makes sure the topic is the one it read (Check): one deleted
+// and made again since, by another worker's repair, is repaired here too,
+// which has the read start from the new topic's start; the offsets where
+// the read of the old topic ended mean nothing in the new one, and reading
+// from them would miss what the other workers wrote back and saved there.
 func (s *Store) CatchUp(ctx context.Context) error {
+	if err := s.Check(ctx); err != nil {
+		return err
+	}
 	s.catchMu.Lock()
 	defer s.catchMu.Unlock()
 	s.mu.Lock()

@@ -223,3 +223,39 @@ func save(t *testing.T, s *Store, tp TP, off int64) {
 		t.Fatal(err)
 	}
 }
+
+// TestCatchUpAfterRecreation: a worker that has not noticed the offsets
+// topic was deleted and made again (no save of its own since) is assigned
+// a partition and catches up: it must read the new topic from its start,
+// where the owner's repair and later saves are, not from where it stopped
+// reading the old topic (an offset past the new topic's end there, which
+// read nothing and left it with its older view).
+func TestCatchUpAfterRecreation(t *testing.T) {
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := context.Background()
+			tgt := tg.make(t)
+			p0 := TP{"t", 0}
+			a, b := tgt.worker(t), tgt.worker(t)
+			a.Own([]TP{p0})
+			for _, off := range []int64{10, 11, 12} {
+				save(t, a, p0, off)
+			}
+			if err := b.CatchUp(ctx); err != nil {
+				t.Fatal(err)
+			}
+			tgt.deleteTopic(t, a)
+			if err := a.Check(ctx); err != nil { // made again: 12
+				t.Fatal(err)
+			}
+			save(t, a, p0, 13)
+			a.Disown([]TP{p0}) // handed over to b
+			if err := b.CatchUp(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if off, _ := b.Get(p0); off != 13 {
+				t.Fatalf("b resumes %s from %d after CatchUp, want a's last save 13", p0, off)
+			}
+		})
+	}
+}
