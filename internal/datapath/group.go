@@ -131,6 +131,9 @@ func (g *Group) startLocked(ctx context.Context, tps []progress.TP) {
 		}
 		g.Log.Info("partition assigned to this worker", "topic", tp.Topic, "partition", tp.Partition, "remote", remote, "from", from)
 	}
+	// A repair of the progress topic writes back the progress of these
+	// partitions now, and no longer that of partitions revoked.
+	g.Progress.Own(tps)
 	g.Engine.Assign(ps)
 }
 
@@ -152,7 +155,11 @@ func (g *Group) Revoked(ctx context.Context, _ *kgo.Client, m map[string][]int32
 	if len(tps) == 0 {
 		return
 	}
-	if err := g.Engine.Revoke(ctx, tps); err != nil {
+	err := g.Engine.Revoke(ctx, tps)
+	// After their final save: a repair of the progress topic until then
+	// writes it back.
+	g.Progress.Disown(tps)
+	if err != nil {
 		g.Log.Warn("saving the progress of revoked partitions failed; the next owner copies some records again", "partitions", len(tps), "err", err)
 		return
 	}

@@ -119,6 +119,7 @@ func (r *running) build(ctx context.Context) error {
 		Source:            c.Source,
 		Partitions:        c.OffsetStoragePartitions,
 		ReplicationFactor: c.OffsetStorageReplicationFactor,
+		Shared:            r.group != "",
 		Missing: func(missing bool) {
 			v := 0.0
 			if missing {

@@ -69,6 +69,10 @@ type Store struct {
 	// emptied when the topic is made again.
 	acked   map[int32]int64
 	problem string // see Problem
+	// shared: several workers share the flow's partitions (Options.Shared);
+	// owned holds the partitions this worker copies now (Own, Disown).
+	shared bool
+	owned  map[TP]bool
 }
 
 // Options describe where progress lives.
@@ -82,6 +86,11 @@ type Options struct {
 	// progress is written to it again; Recreated once it was made again.
 	Missing   func(missing bool)
 	Recreated func()
+	// Shared: several workers share the flow's partitions (group mode).
+	// Repair then writes back only the progress of the partitions this
+	// worker holds (Own): what it holds of the others' may be older than
+	// what their owners saved since, and their owners write theirs.
+	Shared bool
 }
 
 // newTopicWait bounds how long Open waits for every broker to know the
@@ -101,7 +110,7 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 		return nil, err
 	}
 	s := &Store{topic: o.Topic, source: o.Source, parts: parts, cl: producer, connect: connect, log: log,
-		adm: adm, spec: topicSpec(o), onMissing: o.Missing, onRecreated: o.Recreated}
+		adm: adm, spec: topicSpec(o), onMissing: o.Missing, onRecreated: o.Recreated, shared: o.Shared, owned: make(map[TP]bool)}
 	s.id = s.learnID(ctx)
 	s.saved, s.ids, s.acked = make(map[TP]int64), make(map[string]string), make(map[int32]int64)
 	// The topic exists now, but right after its creation a broker may not
@@ -125,7 +134,16 @@ func Open(ctx context.Context, adm *kadm.Client, connect []kgo.Opt, producer *kg
 // by one resumes where that one left it rather than where this Store last
 // saw it. Partitions this Store saves meanwhile keep their own value.
 // Calls run one at a time.
+//
+// It first makes sure the topic is the one it read (Check): one deleted
+// and made again since, by another worker's repair, is repaired here too,
+// which has the read start from the new topic's start; the offsets where
+// the read of the old topic ended mean nothing in the new one, and reading
+// from them would miss what the other workers wrote back and saved there.
 func (s *Store) CatchUp(ctx context.Context) error {
+	if err := s.Check(ctx); err != nil {
+		return err
+	}
 	s.catchMu.Lock()
 	defer s.catchMu.Unlock()
 	s.mu.Lock()
@@ -367,6 +385,29 @@ func (s *Store) Saved(offsets map[TP]int64) {
 		if s.written != nil {
 			s.written[tp] = true
 		}
+	}
+}
+
+// Own records that this worker copies tps now (the group assigned them and
+// the data path starts them): with Options.Shared, Repair writes back
+// their progress, and only theirs. Call it after reading their progress
+// (CatchUp), before their first save.
+func (s *Store) Own(tps []TP) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tp := range tps {
+		s.owned[tp] = true
+	}
+}
+
+// Disown records that this worker no longer copies tps (revoked, lost, or
+// their topic gone), once their final progress is saved: Repair no longer
+// writes it back, or it could land over what their next owner saved.
+func (s *Store) Disown(tps []TP) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tp := range tps {
+		delete(s.owned, tp)
 	}
 }
 

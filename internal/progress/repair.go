@@ -53,8 +53,10 @@ func (s *Store) Check(ctx context.Context) error {
 // Repair is called when writing progress failed because the target does
 // not know the offsets topic (TopicGone). If the topic was deleted, it
 // creates it again, with its partition count and compaction, and writes
-// every progress and topic ID this Store holds in memory; if it was
-// created again by someone else (a new topic ID), it writes them as well.
+// the progress and topic IDs this Store holds in memory (with
+// Options.Shared, the progress of the partitions it owns only, see
+// rewrite); if it was created again by someone else (a new topic ID), it
+// writes them as well.
 // It reports whether it rewrote the progress. Until it succeeds, Problem
 // names the cause. Calls run one at a time.
 func (s *Store) Repair(ctx context.Context) (bool, error) {
@@ -127,9 +129,19 @@ func (s *Store) setProblem(p string) {
 	}
 }
 
-// rewrite writes every progress and topic ID in memory to the offsets
+// rewrite writes the progress and topic IDs in memory to the offsets
 // topic, which was just created, and reads it from its start at the next
 // CatchUp. It returns how many progress records it wrote.
+//
+// With Options.Shared it writes the progress of the partitions this worker
+// owns (Own) only: the progress held of the other workers' partitions came
+// from reading theirs earlier and may be older than what they saved since;
+// each worker's repair writes its own, and a stale value written last
+// would have the partition's next owner copy its records again. An owned
+// partition's value is the one this worker last saved, or read when it
+// took the partition; a CatchUp since replaces it only with a record
+// written after that save (CatchUp keeps the saves made while it reads),
+// such as an exactly-once commit whose outcome was unsure.
 func (s *Store) rewrite(ctx context.Context) (int, error) {
 	// The producer keeps the deleted topic's ID until it forgets it
 	// (kgo does not adopt a new ID for a topic it holds), so it has not
@@ -138,6 +150,9 @@ func (s *Store) rewrite(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	var recs []*kgo.Record
 	for tp, off := range s.saved {
+		if s.shared && !s.owned[tp] {
+			continue
+		}
 		recs = append(recs, s.record(tp, off))
 	}
 	n := len(recs)
