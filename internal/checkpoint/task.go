@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/internaltopic"
@@ -190,7 +191,10 @@ func (t *Task) Store() *Store { return t.store }
 func (t *Task) Run(ctx context.Context) error {
 	defer t.Close()
 	f := t.cfg
-	if _, err := internaltopic.Create(ctx, t.tgtAdm, internaltopic.Compacted(t.cpTopic, f.CheckpointsTopicReplicationFactor, "checkpoints.topic.replication.factor")); err != nil {
+	if err := t.createTopic(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("flow %s: %w", f.Name(), err)
 	}
 	if err := t.loadCheckpoints(ctx); err != nil {
@@ -233,6 +237,40 @@ func (t *Task) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// createTopic makes the checkpoints topic if it is missing. A worker
+// that starts leading a flow mid-run can find the target unreachable or
+// without a controller for a while: such errors are retried until ctx
+// ends, with a warning; a refusal (a replication factor the target
+// cannot have, no permission) ends the task at once.
+func (t *Task) createTopic(ctx context.Context) error {
+	spec := internaltopic.Compacted(t.cpTopic, t.cfg.CheckpointsTopicReplicationFactor, "checkpoints.topic.replication.factor")
+	tries := 0
+	return backoff.Retry(ctx, backoff.Policy{First: 200 * time.Millisecond, Max: 10 * time.Second, For: 1000 * time.Hour},
+		func(err error) bool {
+			if !transient(err) {
+				return false
+			}
+			if tries++; tries == 1 || tries%10 == 0 {
+				t.log.Warn("could not create the checkpoints topic; retrying", "topic", t.cpTopic, "attempts", tries, "err", err)
+			}
+			return true
+		},
+		func() error {
+			_, err := internaltopic.Create(ctx, t.tgtAdm, spec)
+			return err
+		})
+}
+
+// transient reports whether err may pass by itself: a retriable Kafka
+// error, or no answer at all (a network error, a request timeout).
+func transient(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	return true
 }
 
 // ticker returns a ticker for an enabled interval, else one that never

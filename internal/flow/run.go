@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -204,13 +205,17 @@ func (r *running) run(ctx context.Context) error {
 	<-done
 	side.Wait()
 	close(sideErr)
-	if err != nil {
-		return fmt.Errorf("flow %s: stopping: %w", c.Name(), err)
+	// A side task's error comes first: it is why the flow stopped, and
+	// the data path's error on the way out is its consequence.
+	var errs []error
+	for e := range sideErr {
+		errs = append(errs, e)
 	}
-	for err := range sideErr {
-		if err != nil {
-			return err
-		}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("flow %s: stopping: %w", c.Name(), err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	f.log.Info("flow stopped; progress saved")
 	return nil
