@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,7 +78,7 @@ func StartClusters(ctx context.Context, dir, libs string, delays []time.Duration
 		return c, nil
 	}
 
-	ports, err := freePorts(2 * len(delays))
+	ports, err := kafkalocal.FreePorts(2 * len(delays))
 	if err != nil {
 		return nil, err
 	}
@@ -224,23 +223,4 @@ func (c *Clusters) BrokerPIDs() (src, dst int) {
 		srcRun = c.SourceRun
 	}
 	return srcRun.Cluster("src").Nodes[0].PID, c.Run.Cluster("dst").Nodes[0].PID
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

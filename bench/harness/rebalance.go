@@ -16,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/kafkalocal"
 )
 
 // Replicators of kbench rebalance: kmirror in group mode (its default
@@ -262,7 +264,7 @@ func (e *Env) rebalance(ctx context.Context, repl string, c RebalanceConfig) (re
 		b := body
 		var cmd *exec.Cmd
 		if mm2 {
-			ports, err := freePorts(1)
+			ports, err := kafkalocal.FreePorts(1)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kmirror/kmirror/internal/kafkalocal"
 )
 
 // What a run measures.
@@ -245,7 +247,7 @@ func (e *Env) Replicate(ctx context.Context, repl string, w Workload, n int64, r
 		}
 		args := []string{"run", "--clusters", dst}
 		if profile > 0 {
-			ports, err := freePorts(2)
+			ports, err := kafkalocal.FreePorts(2)
 			if err != nil {
 				res.Error = err.Error()
 				return res

@@ -274,7 +274,7 @@ func (e *Env) scale(ctx context.Context, repl string, c ScaleConfig) ScaleResult
 	case Kmirror:
 		args := []string{"run", "--clusters", dst}
 		if c.Profile > 0 {
-			ports, err := freePorts(2)
+			ports, err := kafkalocal.FreePorts(2)
 			if err != nil {
 				res.Error = err.Error()
 				return res

@@ -63,7 +63,7 @@ func dumpCDS(ctx context.Context, java, libs string, jvmOpts []string, archive s
 		return err
 	}
 	defer os.RemoveAll(dir)
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return err
 	}

@@ -133,7 +133,7 @@ func upZooKeeper(ctx context.Context, opts Options, log io.Writer) (*Run, error)
 		return nil, err
 	}
 	run := &Run{KafkaVersion: opts.Version, Libs: libs, Dir: dir}
-	ports, err := freePorts(opts.Clusters * (opts.Nodes + 1))
+	ports, err := FreePorts(opts.Clusters * (opts.Nodes + 1))
 	if err != nil {
 		return nil, err
 	}

@@ -134,7 +134,7 @@ func Up(ctx context.Context, opts Options) (*Run, error) {
 	if opts.Proxied {
 		portsPerNode += 2
 	}
-	ports, err := freePorts(opts.Clusters * opts.Nodes * portsPerNode)
+	ports, err := FreePorts(opts.Clusters * opts.Nodes * portsPerNode)
 	if err != nil {
 		return nil, err
 	}
@@ -486,27 +486,6 @@ func javaPath() string {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners
-// stay open until every port is picked, so none is handed out twice.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
