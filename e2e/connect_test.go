@@ -222,12 +222,7 @@ func startConnect(t *testing.T, file, port string) *proc {
 }
 
 func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	_, port, _ := net.SplitHostPort(testkafka.FreeAddr(t))
 	return port
 }
 

@@ -39,12 +39,7 @@ func sbin(t *testing.T, name string) string {
 // is killed at cleanup.
 func startKDC(t *testing.T) *kdc {
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	_, port, _ := net.SplitHostPort(freeAddr(t))
 	enctypes := "aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96"
 	k := &kdc{dir: dir, krb5conf: filepath.Join(dir, "krb5.conf")}
 	writeIn := func(name, body string) string {

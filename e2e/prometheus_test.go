@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,14 +21,7 @@ import (
 	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeAddr(t *testing.T) string { return testkafka.FreeAddr(t) }
 
 // testRules returns the shipped alert rules with their durations cut for
 // a test: every range [5m] or [10m] becomes [20s] and every "for:" 5s.

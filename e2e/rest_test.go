@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -43,12 +42,7 @@ func restControl(t *testing.T, extra ...string) {
 	produceN(t, a, one, 1, 10, "first")
 	produceN(t, a, two, 1, 7, "other")
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	src, dst := alias(t, "src"), alias(t, "dst")
 	name := src + "->" + dst
 	body := func(topics string) string {

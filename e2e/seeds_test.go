@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -152,12 +151,7 @@ func TestSeedsAsPrinted(t *testing.T) {
 	// The seeds trust the JVM's CAs; kmirror's are the system's.
 	trustCA := []string{"SSL_CERT_FILE=" + a.Info().CAFile}
 	n := time.Now().UnixNano() % 100000
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	restAddr := ln.Addr().String()
-	ln.Close()
+	restAddr := freeAddr(t)
 
 	// Seed 001's warnings: Connect worker keys and tasks.max have no effect.
 	warn001 := []string{

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -232,12 +231,7 @@ func TestGapReported(t *testing.T) {
 	if _, err := a.Admin(t).DeleteRecords(ctx(t), o); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	p = startKmirror(t, "--metrics-addr", addr, cfg)
 	waitFor(t, 60*time.Second, "records after the gap", func() bool { return countOrZero(t, b, src+"."+topic) == 23 })
 	// The loss and the copied records show in the metrics, with MM2's names.

@@ -2,7 +2,6 @@ package robustness
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
 // buildKmirror builds cmd/kmirror with the race detector into dir and
@@ -25,15 +26,7 @@ func buildKmirror(dir string) string {
 }
 
 // freeAddr returns a free 127.0.0.1 address.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeAddr(t testing.TB) string { return testkafka.FreeAddr(t) }
 
 // worker is one kmirror process of the group, restarted in place after a
 // kill: the same REST and metrics addresses, its log appended to one file.

@@ -3,10 +3,15 @@ package testkafka
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
+	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/kafkalocal"
 )
 
 // Helpers for fault injection on dedicated clusters (robustness/): which
@@ -70,4 +75,16 @@ func (c *Cluster) Leader(ctx context.Context, cl *kgo.Client, topic string, p in
 		}
 	}
 	return -1, fmt.Errorf("cluster %s: no partition %d of %s in the metadata", c.Name, p, topic)
+}
+
+// FreeAddr returns a 127.0.0.1 address free now for a process the test
+// starts later (a REST or metrics listener), from kafkalocal.FreePorts:
+// outside the ephemeral range, so no outgoing connection takes it first.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ports, err := kafkalocal.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 }
