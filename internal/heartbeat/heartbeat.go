@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/wire"
 )
@@ -92,16 +93,9 @@ func (e *Emitter) Emit(ctx context.Context) error {
 		Value:     value,
 		Timestamp: time.UnixMilli(h.Timestamp),
 	}
-	// ProduceSync would wait for a request already sent however long the
-	// target takes (an in-flight record cannot be canceled): a stopping
-	// flow must not wait on a heartbeat, so the wait ends with ctx and the
-	// record is left to the client, which fails it when it closes.
-	res := make(chan error, 1)
-	e.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { res <- err })
-	select {
-	case err = <-res:
-	case <-ctx.Done():
-	}
+	// The wait ends with ctx: a stopping flow must not wait on a
+	// heartbeat the target does not acknowledge.
+	err = clients.ProduceWait(ctx, e.cl, r)
 	if ctx.Err() != nil {
 		// Stopping is no failure: the record may still land.
 		return ctx.Err()
