@@ -18,6 +18,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/lograte"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -41,6 +42,7 @@ type Emitter struct {
 	now      func() time.Time
 
 	sent, failed atomic.Int64
+	logs         lograte.Limiter // failed writes, per cause with counts
 }
 
 // New returns an Emitter for the flow source->target. cl produces to and adm
@@ -146,9 +148,10 @@ func (e *Emitter) Run(ctx context.Context) error {
 			return nil
 		case errors.Is(err, errWrongPartition):
 			return err
-		case !warned:
-			// Log the first failure of a streak only.
-			e.log.Warn("heartbeat not written; retrying at the next interval", "err", err)
+		default:
+			// Per cause, the first failure and then a few lines that
+			// count the others.
+			e.logs.Warn(e.log, err.Error(), "heartbeat not written; retrying at the next interval", "err", err)
 			warned = true
 		}
 	}
