@@ -28,6 +28,13 @@ import (
 
 // runCmd is "kmirror run": every enabled flow of an MM2 properties file.
 func runCmd(args []string, stdout, stderr io.Writer) int {
+	return runExplained(args, stdout, stderr, nil)
+}
+
+// runExplained is runCmd whose flow errors in the status (REST API,
+// dashboard) and the dashboard's log pass through explain when it is not
+// nil (kmirror mm1's flags for MM2 keys; its stderr explains the log).
+func runExplained(args []string, stdout, stderr io.Writer, explain func(string) string) int {
 	fs := flag.NewFlagSet("kmirror run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	clusters := fs.String("clusters", "", "comma-separated target cluster aliases: run only flows into these (all when empty)")
@@ -54,6 +61,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logs := dashboard.NewLogRing(dashboard.DefaultLogs)
+	logs.Explain = explain
 	log = slog.New(logs.Wrap(log.Handler()))
 	if err := setMemoryLimit(*memLimit); err != nil {
 		fmt.Fprintln(stderr, "kmirror run:", err)
@@ -88,6 +96,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 
 	run := runner.New(fs.Arg(0), cfg, only, m, log)
 	run.SetStopTimeout(*stopTimeout)
+	run.Explain = explain
 	// The topology view scans the heartbeats of the configuration in
 	// effect (a reload may change it).
 	dash := dashboard.New(dashboard.Config{Source: run, Metrics: m, Logs: logs,

@@ -53,6 +53,11 @@ type Runner struct {
 	// (nothing changes) and is Reload's. kmirror run applies the REST
 	// token here.
 	BeforeReload func(*config.Config) error
+
+	// Explain, when set, rewrites the errors and problems Status shows;
+	// kmirror mm1 names its --replication.factor where an error names
+	// an MM2 key its user never wrote, as it does in the log.
+	Explain func(string) string
 }
 
 // DefaultStopTimeout is how long Run waits for its flows to stop (records
@@ -640,6 +645,9 @@ func (r *Runner) Status() []FlowStatus {
 		}
 		if late != "" && st.State == "stopping" {
 			st.Problem = late
+		}
+		if r.Explain != nil {
+			st.Error, st.Problem = r.Explain(st.Error), r.Explain(st.Problem)
 		}
 		out = append(out, st)
 	}
