@@ -7,8 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -30,11 +29,16 @@ func connectCmd(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	memLimit := fs.String("memory-limit", "128MiB", "soft limit of the Go heap (GOMEMLIMIT syntax; the GOMEMLIMIT variable wins); 'off' for none")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
+	stopTimeout := shutdownTimeoutFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "kmirror connect: want exactly one Connect worker properties file")
+		return 2
+	}
+	if *stopTimeout <= 0 {
+		fmt.Fprintln(stderr, "kmirror connect:", errShutdownTimeout)
 		return 2
 	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
@@ -71,30 +75,39 @@ func connectCmd(args []string, stdout, stderr io.Writer) int {
 		w.Listener = connect.LoopbackListener(w.Listener)
 		log.Info("the Connect REST API has no token, so it listens on loopback only: set listeners (or rest.host.name) to choose the interface", "addr", w.Listener)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// As kmirror run: the first SIGTERM / SIGINT stops (the flows, then
+	// the worker's clients), a second one exits at once (waitRun).
+	sigs, unnotify := stopSignals()
+	defer unnotify()
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- serveConnect(ctx, w, token, *metricsAddr, *stopTimeout, logs, log) }()
+	return waitRun(stop, sigs, done, *stopTimeout, log)
+}
+
+// serveConnect runs the worker until ctx ends or it fails.
+func serveConnect(ctx context.Context, w *connect.Worker, token, metricsAddr string, stopTimeout time.Duration, logs *dashboard.LogRing, log *slog.Logger) error {
 	m := metrics.New()
-	if *metricsAddr != "" {
-		srv, err := serveMetrics(*metricsAddr, m, log)
+	if metricsAddr != "" {
+		srv, err := serveMetrics(metricsAddr, m, log)
 		if err != nil {
-			fmt.Fprintln(stderr, "kmirror connect:", err)
-			return 1
+			return err
 		}
 		defer srv.Close()
 	}
 	store, err := connect.OpenStore(ctx, w, log)
 	if err != nil {
-		fmt.Fprintln(stderr, "kmirror connect:", err)
-		return 1
+		return err
 	}
 	defer store.Close()
 	statuses, err := connect.OpenStatusStore(ctx, w, log)
 	if err != nil {
-		fmt.Fprintln(stderr, "kmirror connect:", err)
-		return 1
+		return err
 	}
 	defer statuses.Close()
 	run := runner.New("", &config.Config{Path: w.Path}, nil, m, log)
+	run.SetStopTimeout(stopTimeout)
 	h := connect.NewHerder(w, store, run, log)
 	api := connect.NewAPI(h, clusterID(ctx, w))
 	// The dashboard shows every connector's flow on this worker.
@@ -102,27 +115,21 @@ func connectCmd(args []string, stdout, stderr io.Writer) int {
 	srv, _, err := rest.Start(run, rest.Listen{Name: "Connect REST API", Addr: w.Listener, CertFile: w.REST.TLSCert, Key: w.REST.TLSKey, AllowedHosts: w.REST.AllowedHosts}, token, log,
 		rest.Mount{Patterns: connect.Patterns, Build: api.Handler}, rest.Mount{Patterns: []string{"/ui/"}, Build: dash.Mount})
 	if err != nil {
-		fmt.Fprintln(stderr, "kmirror connect:", err)
-		return 1
+		return err
 	}
 	defer srv.Close()
 	// Join the workers' group once the API answers: the others forward
 	// requests to this worker as soon as the group lists it.
 	cluster, err := connect.JoinCluster(w, w.URL(), h.Kick, log)
 	if err != nil {
-		fmt.Fprintln(stderr, "kmirror connect:", err)
-		return 1
+		return err
 	}
 	defer cluster.Close()
 	h.SetCluster(cluster, statuses)
 	log.Info("connect worker started", "worker_id", w.WorkerID, "url", w.URL(), "group", w.GroupID, "config_topic", w.ConfigTopic, "status_topic", w.StatusTopic, "connectors", len(store.List()))
 	go h.Run(ctx)
 	go dash.Run(ctx)
-	if err := run.Run(ctx); err != nil {
-		log.Error("kmirror stopped with an error", "err", err)
-		return 1
-	}
-	return 0
+	return run.Run(ctx)
 }
 
 // clusterID is the worker cluster's ID, for GET /; "" when unknown.

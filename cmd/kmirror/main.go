@@ -18,10 +18,12 @@ Usage:
                          run every enabled flow of an MM2 properties file;
                          SIGHUP reloads it, SIGTERM stops cleanly (waiting at most
                          --shutdown-timeout; a second SIGTERM exits at once)
-  kmirror connect [--log-format text|json] [--metrics-addr ADDR] WORKER-FILE
+  kmirror connect [--log-format text|json] [--metrics-addr ADDR] [--shutdown-timeout 30s]
+                  WORKER-FILE
                          a Kafka Connect-compatible REST API (port 8083 by default)
                          for MM2's connectors, configs kept in the worker file's
-                         config.storage.topic (docs/operations.md#connect-rest-api)
+                         config.storage.topic (docs/operations.md#connect-rest-api);
+                         SIGTERM stops as kmirror run's does
   kmirror check [--connect] [--timeout 60s] FILE
                          validate FILE and print what each flow will do; --connect
                          also reaches every cluster (broker versions, missing

@@ -348,5 +348,5 @@ func runMM1(o *mm1Options, tr *mm1.Translation, unused []string, log *slog.Logge
 	}
 	config.SetOrigins(f.Name(), tr.Origins())
 	defer config.SetOrigins(f.Name(), nil)
-	return runCmd(append(o.runArgs, f.Name()), stdout, o.ExplainWriter(stderr))
+	return runExplained(append(o.runArgs, f.Name()), stdout, o.ExplainWriter(stderr), o.Explain)
 }

@@ -28,6 +28,13 @@ import (
 
 // runCmd is "kmirror run": every enabled flow of an MM2 properties file.
 func runCmd(args []string, stdout, stderr io.Writer) int {
+	return runExplained(args, stdout, stderr, nil)
+}
+
+// runExplained is runCmd whose flow errors in the status (REST API,
+// dashboard) and the dashboard's log pass through explain when it is not
+// nil (kmirror mm1's flags for MM2 keys; its stderr explains the log).
+func runExplained(args []string, stdout, stderr io.Writer, explain func(string) string) int {
 	fs := flag.NewFlagSet("kmirror run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	clusters := fs.String("clusters", "", "comma-separated target cluster aliases: run only flows into these (all when empty)")
@@ -36,7 +43,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	memLimit := fs.String("memory-limit", "128MiB", "soft limit of the Go heap (GOMEMLIMIT syntax; the GOMEMLIMIT variable wins); 'off' for none")
 	restAddr := fs.String("rest-addr", "", "serve the REST API at ADDR (overrides kmirror.rest.listener)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty); Go profiles are on the REST API, behind its token")
-	stopTimeout := fs.Duration("shutdown-timeout", runner.DefaultStopTimeout, "on SIGTERM/SIGINT, how long to wait for the flows to stop (records in flight, progress saved) before exiting anyway; a second signal exits at once")
+	stopTimeout := shutdownTimeoutFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -45,7 +52,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *stopTimeout <= 0 {
-		fmt.Fprintln(stderr, "kmirror run: --shutdown-timeout must be positive")
+		fmt.Fprintln(stderr, "kmirror run:", errShutdownTimeout)
 		return 2
 	}
 	log, err := newLogger(stderr, *logFormat, *logLevel)
@@ -54,6 +61,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logs := dashboard.NewLogRing(dashboard.DefaultLogs)
+	logs.Explain = explain
 	log = slog.New(logs.Wrap(log.Handler()))
 	if err := setMemoryLimit(*memLimit); err != nil {
 		fmt.Fprintln(stderr, "kmirror run:", err)
@@ -72,9 +80,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sigs, unnotify := stopSignals()
+	defer unnotify()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	m := metrics.New()
@@ -89,6 +96,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 
 	run := runner.New(fs.Arg(0), cfg, only, m, log)
 	run.SetStopTimeout(*stopTimeout)
+	run.Explain = explain
 	// The topology view scans the heartbeats of the configuration in
 	// effect (a reload may change it).
 	dash := dashboard.New(dashboard.Config{Source: run, Metrics: m, Logs: logs,
@@ -118,6 +126,22 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	done := make(chan error, 1)
 	go func() { done <- run.Run(ctx) }()
 	return waitRun(stop, sigs, done, *stopTimeout, log)
+}
+
+// shutdownTimeoutFlag defines --shutdown-timeout on fs: how long a stop
+// waits for the flows (runner.SetStopTimeout, waitRun).
+func shutdownTimeoutFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("shutdown-timeout", runner.DefaultStopTimeout, "on SIGTERM/SIGINT, how long to wait for the flows to stop (records in flight, progress saved) before exiting anyway; a second signal exits at once")
+}
+
+var errShutdownTimeout = errors.New("--shutdown-timeout must be positive")
+
+// stopSignals returns the channel of SIGTERM and SIGINT for waitRun (room
+// for two: the second exits at once) and the func that stops it.
+func stopSignals() (<-chan os.Signal, func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	return sigs, func() { signal.Stop(sigs) }
 }
 
 // waitRun waits for Run to return (done) and returns the exit code. The

@@ -71,6 +71,11 @@ func SetupWriter(ctx context.Context, f *config.Flow, w *offsetsync.Writer, tgtA
 	return nil
 }
 
+// WriteTimeout bounds each write of a group's checkpoints: a target that
+// does not answer fails the write (retried at the next interval) instead
+// of holding up the task; a stop ends the wait at once.
+const WriteTimeout = 30 * time.Second
+
 // Config configures a Task.
 type Config struct {
 	Flow    *config.Flow
@@ -97,6 +102,10 @@ type Task struct {
 	producer       *kgo.Client
 	closers        []func()
 
+	// writeTimeout bounds each write of a group's checkpoints
+	// (WriteTimeout unless a test sets it).
+	writeTimeout time.Duration
+
 	// logs limits the per-group warnings that repeat every interval.
 	logs lograte.Limiter
 
@@ -113,7 +122,7 @@ type cpKey struct {
 // New builds a Task and its clients; Run starts it.
 func New(c Config) (*Task, error) {
 	f := c.Flow
-	t := &Task{cfg: f, m: c.Metrics, log: c.Log, last: make(map[string]map[cpKey]wire.Checkpoint)}
+	t := &Task{cfg: f, m: c.Metrics, log: c.Log, last: make(map[string]map[cpKey]wire.Checkpoint), writeTimeout: WriteTimeout}
 	if t.m == nil {
 		t.m = metrics.New()
 	}
@@ -631,7 +640,15 @@ func (t *Task) EmitOnce(ctx context.Context) {
 		if len(recs) == 0 {
 			continue
 		}
-		if err := t.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		// The wait is bounded: a target that does not answer holds up
+		// neither a stop nor the other groups.
+		wctx, cancel := context.WithTimeout(ctx, t.writeTimeout)
+		err := clients.ProduceWait(wctx, t.producer, recs...)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
 			t.logs.Warn(t.log, "write checkpoints|"+err.Error(), "writing checkpoints failed; retrying at the next interval", "group", g, "err", err)
 			continue
 		}

@@ -10,6 +10,9 @@
 // login handler), configured through sasl.jaas.config. Keys that have no franz-go equivalent, or that do
 // not apply to the requested role, are ignored and reported by Unused.
 //
+// ProduceWait is a produce whose wait ends with its context, for writers
+// that must not hold up a stop.
+//
 // Errors and String methods never include passwords, JAAS configs or key
 // material.
 package clients

@@ -271,20 +271,26 @@ func TestLogRing(t *testing.T) {
 		log       func(*slog.Logger)
 		wantMsg   string
 		wantAttrs string
+		explain   func(string) string // LogRing.Explain
 	}{
-		{"info is not kept", func(l *slog.Logger) { l.Info("fine") }, "", ""},
-		{"warn with attrs", func(l *slog.Logger) { l.Warn("slow", "topic", "t", "partition", 3) }, "slow", "topic=t partition=3"},
-		{"secret attribute", func(l *slog.Logger) { l.Error("auth failed", "sasl.password", "pw") }, "auth failed", "sasl.password=[redacted]"},
+		{"info is not kept", func(l *slog.Logger) { l.Info("fine") }, "", "", nil},
+		{"warn with attrs", func(l *slog.Logger) { l.Warn("slow", "topic", "t", "partition", 3) }, "slow", "topic=t partition=3", nil},
+		{"secret attribute", func(l *slog.Logger) { l.Error("auth failed", "sasl.password", "pw") }, "auth failed", "sasl.password=[redacted]", nil},
 		{"secret in message and value", func(l *slog.Logger) {
 			l.Error(`login failed: password=abc user=u`, "err", `sasl.jaas.config: x password="p w" ssl.key.password: k2`)
-		}, "login failed: password=[redacted] user=u", `err=sasl.jaas.config: x password=[redacted] ssl.key.password: [redacted]`},
+		}, "login failed: password=[redacted] user=u", `err=sasl.jaas.config: x password=[redacted] ssl.key.password: [redacted]`, nil},
 		{"with attrs and groups", func(l *slog.Logger) {
 			l.With("flow", "A->B").WithGroup("g").With("token", "tk").Warn("w", "n", 1)
-		}, "w", "flow=A->B g.token=[redacted] g.n=1"},
+		}, "w", "flow=A->B g.token=[redacted] g.n=1", nil},
+		{"explained (kmirror mm1)", func(l *slog.Logger) {
+			l.Error("flow failed (key k)", "err", "replication factor 3 (key k): INVALID_REPLICATION_FACTOR")
+		}, "flow failed (--flag)", "err=replication factor 3 (--flag): INVALID_REPLICATION_FACTOR",
+			func(s string) string { return strings.ReplaceAll(s, "(key k)", "(--flag)") }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ring := NewLogRing(4)
+			ring.Explain = tc.explain
 			var out bytes.Buffer
 			tc.log(slog.New(ring.Wrap(slog.NewTextHandler(&out, nil))))
 			got := ring.Recent()

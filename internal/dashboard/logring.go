@@ -25,6 +25,10 @@ type LogRing struct {
 	recs []LogRecord // ring
 	next int
 	full bool
+
+	// Explain, when set before use, rewrites each record kept (kmirror
+	// mm1 names its flags where an error names an MM2 key).
+	Explain func(string) string
 }
 
 // NewLogRing keeps the last size records.
@@ -77,7 +81,11 @@ func (h *ringHandler) Handle(ctx context.Context, rec slog.Record) error {
 			writeAttr(&b, "", a)
 		}
 		rec.Attrs(func(a slog.Attr) bool { writeAttr(&b, h.prefix, a); return true })
-		h.ring.add(LogRecord{Time: rec.Time, Level: rec.Level.String(), Message: Redact(rec.Message), Attrs: strings.TrimSpace(b.String())})
+		lr := LogRecord{Time: rec.Time, Level: rec.Level.String(), Message: Redact(rec.Message), Attrs: strings.TrimSpace(b.String())}
+		if h.ring.Explain != nil {
+			lr.Message, lr.Attrs = h.ring.Explain(lr.Message), h.ring.Explain(lr.Attrs)
+		}
+		h.ring.add(lr)
 	}
 	if !h.next.Enabled(ctx, rec.Level) {
 		return nil

@@ -16,7 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/lograte"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -40,6 +42,7 @@ type Emitter struct {
 	now      func() time.Time
 
 	sent, failed atomic.Int64
+	logs         lograte.Limiter // failed writes, per cause with counts
 }
 
 // New returns an Emitter for the flow source->target. cl produces to and adm
@@ -92,16 +95,9 @@ func (e *Emitter) Emit(ctx context.Context) error {
 		Value:     value,
 		Timestamp: time.UnixMilli(h.Timestamp),
 	}
-	// ProduceSync would wait for a request already sent however long the
-	// target takes (an in-flight record cannot be canceled): a stopping
-	// flow must not wait on a heartbeat, so the wait ends with ctx and the
-	// record is left to the client, which fails it when it closes.
-	res := make(chan error, 1)
-	e.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { res <- err })
-	select {
-	case err = <-res:
-	case <-ctx.Done():
-	}
+	// The wait ends with ctx: a stopping flow must not wait on a
+	// heartbeat the target does not acknowledge.
+	err = clients.ProduceWait(ctx, e.cl, r)
 	if ctx.Err() != nil {
 		// Stopping is no failure: the record may still land.
 		return ctx.Err()
@@ -152,9 +148,10 @@ func (e *Emitter) Run(ctx context.Context) error {
 			return nil
 		case errors.Is(err, errWrongPartition):
 			return err
-		case !warned:
-			// Log the first failure of a streak only.
-			e.log.Warn("heartbeat not written; retrying at the next interval", "err", err)
+		default:
+			// Per cause, the first failure and then a few lines that
+			// count the others.
+			e.logs.Warn(e.log, err.Error(), "heartbeat not written; retrying at the next interval", "err", err)
 			warned = true
 		}
 	}

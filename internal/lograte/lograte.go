@@ -20,6 +20,7 @@ package lograte
 import (
 	"context"
 	"log/slog"
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -138,4 +139,13 @@ func (l *Limiter) Log(log *slog.Logger, level slog.Level, key, msg string, args 
 // Warn is Log at slog.LevelWarn.
 func (l *Limiter) Warn(log *slog.Logger, key, msg string, args ...any) {
 	l.Log(log, slog.LevelWarn, key, msg, args...)
+}
+
+// Lines returns how many lines n occurrences of one cause give when they
+// all come within Every: the first, then one at each power of two.
+func Lines(n int64) int {
+	if n <= 0 {
+		return 0
+	}
+	return bits.Len64(uint64(n))
 }

@@ -3,6 +3,7 @@ package mm1
 import (
 	"bytes"
 	"io"
+	"strings"
 )
 
 // rfKeys are the MM2 settings behind the replication factor of the topics
@@ -22,33 +23,36 @@ func (o *Options) RFHint(key string) string {
 		"give --replication.factor N with N at most the number of brokers of the target, or -1 for the broker default)"
 }
 
-// ExplainWriter returns a writer that passes everything to w, with the
-// replication factor errors of the flow ("... (key
-// offset.storage.replication.factor): INVALID_REPLICATION_FACTOR ...")
-// naming --replication.factor instead of a key an MM1 user never wrote.
-// Log handlers write one record per Write, so a record is rewritten whole.
-// The hint holds no quote or backslash: JSON logs stay valid.
-func (o *Options) ExplainWriter(w io.Writer) io.Writer {
-	pairs := make([][2][]byte, 0, len(rfKeys))
+// Explain returns s with the replication factor errors of the flow ("...
+// (key offset.storage.replication.factor): INVALID_REPLICATION_FACTOR
+// ...") naming --replication.factor instead of a key an MM1 user never
+// wrote. The hint holds no quote or backslash: JSON logs stay valid.
+func (o *Options) Explain(s string) string {
 	for _, k := range rfKeys {
-		pairs = append(pairs, [2][]byte{[]byte("(key " + k + ")"), []byte(o.RFHint(k))})
+		s = strings.ReplaceAll(s, "(key "+k+")", o.RFHint(k))
 	}
-	return &explainWriter{w: w, pairs: pairs}
+	return s
+}
+
+// ExplainWriter returns a writer that passes everything to w, Explained.
+// Log handlers write one record per Write, so a record is rewritten whole.
+func (o *Options) ExplainWriter(w io.Writer) io.Writer {
+	return &explainWriter{w: w, explain: o.Explain}
 }
 
 type explainWriter struct {
-	w     io.Writer
-	pairs [][2][]byte
+	w       io.Writer
+	explain func(string) string
 }
 
 func (e *explainWriter) Write(p []byte) (int, error) {
-	out := p
-	for _, r := range e.pairs {
-		if bytes.Contains(out, r[0]) {
-			out = bytes.ReplaceAll(out, r[0], r[1])
+	if !bytes.Contains(p, []byte("(key ")) {
+		if _, err := e.w.Write(p); err != nil {
+			return 0, err
 		}
+		return len(p), nil
 	}
-	if _, err := e.w.Write(out); err != nil {
+	if _, err := io.WriteString(e.w, e.explain(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

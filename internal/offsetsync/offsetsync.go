@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/lograte"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -84,6 +85,9 @@ type Writer struct {
 	cl     *kgo.Client // a producer of its own on the cluster holding the topic
 	log    *slog.Logger
 	failed func() // counts a failed send; may be nil
+	// logs limits the warnings of failed sends, one cause per error,
+	// with counts: a target that refuses every sync would log each.
+	logs lograte.Limiter
 
 	mu     sync.Mutex
 	states map[tp]*state
@@ -302,7 +306,7 @@ func (w *Writer) send(only func(topic string, partition int32) bool) {
 	for _, r := range idx {
 		w.indexCl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 			if err != nil {
-				w.log.Warn("offset index entry not written", "topic", w.index, "err", err)
+				w.logs.Warn(w.log, "index|"+err.Error(), "offset index entry not written", "topic", w.index, "err", err)
 				if w.failed != nil {
 					w.failed()
 				}
@@ -312,7 +316,7 @@ func (w *Writer) send(only func(topic string, partition int32) bool) {
 	for _, r := range recs {
 		w.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 			if err != nil {
-				w.log.Warn("offset sync not written", "topic", w.topic, "err", err)
+				w.logs.Warn(w.log, "sync|"+err.Error(), "offset sync not written", "topic", w.topic, "err", err)
 				if w.failed != nil {
 					w.failed()
 				}

@@ -53,6 +53,11 @@ type Runner struct {
 	// (nothing changes) and is Reload's. kmirror run applies the REST
 	// token here.
 	BeforeReload func(*config.Config) error
+
+	// Explain, when set, rewrites the errors and problems Status shows;
+	// kmirror mm1 names its --replication.factor where an error names
+	// an MM2 key its user never wrote, as it does in the log.
+	Explain func(string) string
 }
 
 // DefaultStopTimeout is how long Run waits for its flows to stop (records
@@ -87,6 +92,7 @@ type managed struct {
 	mu      sync.Mutex
 	state   string // running, stopping, stopped, failed
 	err     error
+	late    string // why a stopping flow is a problem: it did not stop in time
 	started time.Time
 	// fatal: the flow's failure stops Run. Flows Run started are; those
 	// a Reload started or Add started are not: they show as failed.
@@ -192,15 +198,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	r.log.Info("stopping flows", "flows", len(flows), "timeout", r.stopTimeout)
-	left := waitStopped(flows, time.Now().Add(r.stopTimeout))
+	late := waitStopped(flows, time.Now().Add(r.stopTimeout))
 	r.mu.Lock()
 	for _, mf := range flows {
-		if !slices.Contains(left, mf.name) && r.flows[mf.name] == mf {
+		if !slices.Contains(late, mf) && r.flows[mf.name] == mf {
 			delete(r.flows, mf.name)
 		}
 	}
 	r.mu.Unlock()
-	if len(left) > 0 {
+	if len(late) > 0 {
+		left := flowNames(late)
 		sort.Strings(left)
 		r.log.Error("flows did not stop in time; their progress since the last save is not saved, and those records are copied again at the next start",
 			"flows", left, "timeout", r.stopTimeout)
@@ -210,11 +217,11 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // waitStopped waits until every flow has stopped or the deadline passes,
-// and returns the names of those that have not stopped.
-func waitStopped(flows []*managed, deadline time.Time) []string {
+// and returns those that have not stopped.
+func waitStopped(flows []*managed, deadline time.Time) []*managed {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
-	var left []string
+	var left []*managed
 	for _, mf := range flows {
 		select {
 		case <-mf.done:
@@ -227,10 +234,18 @@ func waitStopped(flows []*managed, deadline time.Time) []string {
 			// The deadline passed: no more waiting, but what has
 			// stopped meanwhile is not reported left.
 			t.Reset(0)
-			left = append(left, mf.name)
+			left = append(left, mf)
 		}
 	}
 	return left
+}
+
+func flowNames(flows []*managed) []string {
+	out := make([]string, len(flows))
+	for i, mf := range flows {
+		out[i] = mf.name
+	}
+	return out
 }
 
 // fileFlow is a flow of the file: its configuration and how it runs.
@@ -328,14 +343,41 @@ func runKind(ctx context.Context, kind Kind, _ *config.Flow, f *flow.Flow) error
 	return f.Run(ctx)
 }
 
-// stopWait stops flows and waits for them, r.mu not held (r.ctl is).
-func stopWait(flows []*managed) {
+// stopWait stops flows and waits for them up to the stop timeout (as
+// Run's stop), r.mu not held (r.ctl is), so Status answers meanwhile. It
+// returns the flows that did not stop in time (a cluster that does not
+// answer): each is logged, and shows in Status as stopping with a problem
+// (so /ready is 503) until it has stopped; then, if Run still runs and
+// the flow is still the one of its name, then(mf) runs under r.ctl and
+// r.mu to do what the caller could not (start the flow again).
+func (r *Runner) stopWait(flows []*managed, why string, then func(*managed)) []*managed {
 	for _, mf := range flows {
 		mf.stop()
 	}
-	for _, mf := range flows {
-		<-mf.done
+	late := waitStopped(flows, time.Now().Add(r.stopTimeout))
+	for _, mf := range late {
+		msg := fmt.Sprintf("flow %s did not stop within %v (%s): a cluster that does not answer? It goes on when the old one has stopped", mf.name, r.stopTimeout, why)
+		mf.mu.Lock()
+		mf.late = msg
+		mf.mu.Unlock()
+		r.log.Error("flow did not stop in time; it goes on once it has stopped", "flow", mf.name, "for", why, "timeout", r.stopTimeout)
+		go func() {
+			<-mf.done
+			r.ctl.Lock()
+			defer r.ctl.Unlock()
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			mf.mu.Lock()
+			mf.late = ""
+			mf.mu.Unlock()
+			if r.ctx == nil || r.flows[mf.name] != mf {
+				return
+			}
+			r.log.Info("flow stopped late; going on", "flow", mf.name, "for", why)
+			then(mf)
+		}()
 	}
+	return late
 }
 
 // get returns the flow of that name, if any.
@@ -347,6 +389,8 @@ func (r *Runner) get(name string) (*managed, bool) {
 }
 
 // Restart stops a flow and starts it again with the same configuration.
+// A flow that does not stop within the stop timeout restarts once it has
+// stopped; Restart returns an error wrapping ErrStopTimeout that says so.
 func (r *Runner) Restart(name string) error {
 	r.ctl.Lock()
 	defer r.ctl.Unlock()
@@ -354,9 +398,22 @@ func (r *Runner) Restart(name string) error {
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownFlow, name)
 	}
-	stopWait([]*managed{mf})
+	late := r.stopWait([]*managed{mf}, "restart", func(mf *managed) {
+		if err := r.restart(mf); err != nil {
+			r.log.Error("restarting flow", "flow", mf.name, "err", err)
+		}
+	})
+	if len(late) > 0 {
+		return fmt.Errorf("%w: flow %q did not stop within %v; it starts again once it has stopped", ErrStopTimeout, name, r.stopTimeout)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.restart(mf)
+}
+
+// restart starts the stopped flow mf again; r.mu is held.
+func (r *Runner) restart(mf *managed) error {
+	name := mf.name
 	if r.ctx == nil {
 		return ErrNotRunning
 	}
@@ -458,11 +515,21 @@ func (r *Runner) Reload() error {
 		stop = append(stop, mf)
 	}
 	r.mu.Unlock()
-	stopWait(stop)
+	// A flow that does not stop in time keeps its place (Status shows
+	// it stopping, with the problem) and starts from the file in effect
+	// once it has stopped.
+	late := r.stopWait(stop, "reload", func(mf *managed) {
+		delete(r.flows, mf.name)
+		if ff, ok := r.fileFlows(r.cfg)[mf.name]; ok {
+			r.start(mf.name, ff.fc, ff.kind, false, ff.opts, false)
+		}
+	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, mf := range stop {
-		if r.flows[mf.name] == mf {
+		if slices.Contains(late, mf) {
+			keep[mf.name] = true
+		} else if r.flows[mf.name] == mf {
 			delete(r.flows, mf.name)
 		}
 	}
@@ -495,7 +562,13 @@ func (r *Runner) Add(name string, fc *config.Flow, kind Kind) error {
 		return ErrNotRunning
 	}
 	if old, ok := r.get(name); ok {
-		stopWait([]*managed{old})
+		late := r.stopWait([]*managed{old}, "replace", func(*managed) {
+			r.log.Info("starting flow", "flow", name, "pair", fc.Name(), "kind", kind)
+			r.start(name, fc, kind, true, flow.Options{}, false)
+		})
+		if len(late) > 0 {
+			return nil // starts once the old one has stopped
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -515,7 +588,9 @@ func (r *Runner) Remove(name string) error {
 	if !ok || mf.added == nil {
 		return fmt.Errorf("%w %q", ErrUnknownFlow, name)
 	}
-	stopWait([]*managed{mf})
+	if late := r.stopWait([]*managed{mf}, "remove", func(mf *managed) { delete(r.flows, mf.name) }); len(late) > 0 {
+		return nil // gone from Status once it has stopped
+	}
 	r.mu.Lock()
 	if r.flows[name] == mf {
 		delete(r.flows, name)
@@ -556,6 +631,7 @@ func (r *Runner) Status() []FlowStatus {
 		if mf.added != nil {
 			st.Pair = mf.added.Name()
 		}
+		late := mf.late
 		mf.mu.Unlock()
 		if mf.kind == Replication {
 			st.Partitions = mf.f.Partitions()
@@ -566,6 +642,12 @@ func (r *Runner) Status() []FlowStatus {
 			if st.State == "running" && mf.f.Paused() {
 				st.State = "paused"
 			}
+		}
+		if late != "" && st.State == "stopping" {
+			st.Problem = late
+		}
+		if r.Explain != nil {
+			st.Error, st.Problem = r.Explain(st.Error), r.Explain(st.Problem)
 		}
 		out = append(out, st)
 	}

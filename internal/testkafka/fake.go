@@ -3,8 +3,10 @@ package testkafka
 import (
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Fake starts an in-process kfake cluster (one broker unless opts say
@@ -24,4 +26,33 @@ func Fake(t testing.TB, opts ...kfake.Opt) (*kfake.Cluster, *kgo.Client) {
 	}
 	t.Cleanup(cl.Close)
 	return c, cl
+}
+
+// FailProduce makes the fake cluster c answer the next n produce requests
+// (every one when n < 0) with err for each partition, as a broker that
+// refuses the writes (an ACL revoked) does; then it answers as usual.
+func FailProduce(c *kfake.Cluster, err *kerr.Error, n int) {
+	left := n
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		if left == 0 {
+			return nil, nil, false
+		}
+		left--
+		if left != 0 {
+			c.KeepControl()
+		}
+		req := kr.(*kmsg.ProduceRequest)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, err.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
 }

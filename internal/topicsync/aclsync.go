@@ -59,7 +59,7 @@ func (s *Syncer) SyncACLs(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				s.Log.Warn("cannot create ACL on remote topic", "acl", b.String(), "cluster", s.TargetAlias, "err", e)
+				s.logs.Warn(s.Log, "create acl|"+e.Error(), "cannot create ACL on remote topic", "acl", b.String(), "cluster", s.TargetAlias, "err", e)
 				continue
 			}
 			s.Log.Info("created ACL on remote topic", "acl", b.String(), "cluster", s.TargetAlias)

@@ -61,7 +61,7 @@ func (s *Syncer) SyncConfigs(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				s.Log.Warn("cannot sync remote topic configs", "topic", c.remote, "cluster", s.TargetAlias, "changes", describeOps(c.ops), "err", e)
+				s.logs.Warn(s.Log, "alter configs|"+e.Error(), "cannot sync remote topic configs", "topic", c.remote, "cluster", s.TargetAlias, "changes", describeOps(c.ops), "err", e)
 				continue
 			}
 			s.Log.Info("synced remote topic configs", "topic", c.remote, "cluster", s.TargetAlias, "changes", describeOps(c.ops))
@@ -150,7 +150,7 @@ func (s *Syncer) describeConfigs(ctx context.Context, adm *kadm.Client, cluster 
 			out[rc.Name] = rc.Configs
 		case errors.Is(rc.Err, kerr.UnknownTopicOrPartition):
 		default:
-			s.Log.Warn("cannot describe topic configs", "topic", rc.Name, "cluster", cluster, "err", rc.Err)
+			s.logs.Warn(s.Log, "describe configs|"+cluster+"|"+rc.Err.Error(), "cannot describe topic configs", "topic", rc.Name, "cluster", cluster, "err", rc.Err)
 		}
 	}
 	return out, nil

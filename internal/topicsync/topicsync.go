@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/lograte"
 	"github.com/kmirror/kmirror/internal/policy"
 )
 
@@ -50,6 +51,9 @@ type Syncer struct {
 	// it (kgo.Client.PurgeTopicsFromProducing).
 	Recreated func(remotes []string)
 
+	// logs limits the warnings and errors that repeat at every sync,
+	// per cause (what failed and why), with counts.
+	logs    lograte.Limiter
 	aclsOff atomic.Bool // a cluster has no authorizer: SyncACLs does nothing
 	recheck atomic.Bool // the next Sync checks the target fully (Recheck)
 	syncState
@@ -133,7 +137,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 			s.noteID(t.Remote, d.ID)
 		}
 		if d.Err != nil {
-			s.Log.Error("cannot describe remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", d.Err)
+			s.logs.Log(s.Log, slog.LevelError, "describe remote|"+d.Err.Error(), "cannot describe remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", d.Err)
 			t.Err = "cannot describe the remote topic: " + d.Err.Error()
 			continue
 		}
@@ -143,7 +147,7 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 		case have < t.Partitions:
 			short = append(short, grow{t, have})
 		case have > t.Partitions:
-			s.Log.Warn("remote topic has more partitions than its source; the extra partitions get no data", "topic", t.Remote, "remote_partitions", have, "source_partitions", t.Partitions)
+			s.logs.Warn(s.Log, "more partitions|"+t.Remote, "remote topic has more partitions than its source; the extra partitions get no data", "topic", t.Remote, "remote_partitions", have, "source_partitions", t.Partitions)
 		}
 	}
 	if err := s.grow(ctx, short); err != nil {
@@ -170,7 +174,7 @@ func (s *Syncer) grow(ctx context.Context, gs []grow) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				s.Log.Error("cannot add partitions to remote topic", "topic", g.t.Remote, "have", g.have, "want", g.t.Partitions, "err", e)
+				s.logs.Log(s.Log, slog.LevelError, "add partitions|"+e.Error(), "cannot add partitions to remote topic", "topic", g.t.Remote, "have", g.have, "want", g.t.Partitions, "err", e)
 				g.t.Err = "cannot add partitions to the remote topic: " + e.Error()
 				continue
 			}
@@ -196,7 +200,7 @@ func (s *Syncer) create(ctx context.Context, ts []*Topic) error {
 	known := s.targetKnown(ctx)
 	for _, rc := range rcs {
 		if rc.Err != nil {
-			s.Log.Warn("cannot describe source topic configs; creating the remote topic with the target's defaults", "topic", rc.Name, "err", rc.Err)
+			s.logs.Warn(s.Log, "describe source configs|"+rc.Err.Error(), "cannot describe source topic configs; creating the remote topic with the target's defaults", "topic", rc.Name, "err", rc.Err)
 			continue
 		}
 		configs[rc.Name] = s.TargetConfigs(s.translate(rc.Name, rc.Configs, known))
@@ -213,7 +217,7 @@ func (s *Syncer) create(ctx context.Context, ts []*Topic) error {
 func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]map[string]*string) ([]*Topic, error) {
 	weight := func(t *Topic) int { return 1 + int(t.Partitions) + len(configs[t.Name]) }
 	failed := func(t *Topic, err error) {
-		s.Log.Error("cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
+		s.logs.Log(s.Log, slog.LevelError, "create remote|"+err.Error(), "cannot create remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "err", err)
 		t.Err = "cannot create the remote topic: " + err.Error()
 	}
 	var made []*Topic
