@@ -297,7 +297,7 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 	pl.mu.Unlock()
 	if len(gots) < 2 || !pl.reencodes() {
 		for _, g := range gots {
-			pl.fetched(g.a, g.rp)
+			pl.fetched(ctx, g.a, g.rp)
 		}
 		return
 	}
@@ -310,7 +310,7 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pl.fetched(g.a, g.rp)
+			pl.fetched(ctx, g.a, g.rp)
 			<-sem
 		}()
 	}
@@ -327,7 +327,9 @@ type item struct {
 }
 
 // fetched turns one partition of a fetch response into batches to send.
-func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
+// Once ctx ends (the Pipeline stops) a batch being decompressed is given
+// up and the answer dropped: the next start fetches it again.
+func (pl *Pipeline) fetched(ctx context.Context, a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 	p := a.p
 	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 		pl.mu.Lock()
@@ -358,7 +360,10 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 	if pl.Paused() {
 		return // fetched again from the same offset after Resume
 	}
-	items, next, bad := pl.split(p, a, rp)
+	items, next, bad := pl.split(ctx, p, a, rp)
+	if ctx.Err() != nil {
+		return // stopping: a decompression may have been cut short
+	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if p.gen != a.gen || p.next != a.offset || p.stopped || p.revoked {
@@ -392,8 +397,9 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 // split parses the batches of one fetched partition: read_committed
 // filtering, batches to forward as they are, batches to re-encode. It
 // returns the items, the next offset to fetch and, if a batch could not be
-// read (a CRC mismatch), why: what came before it still goes out.
-func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicPartition) (items []item, next int64, bad error) {
+// read (a CRC mismatch), why: what came before it still goes out. A
+// decompression gives up when ctx ends.
+func (pl *Pipeline) split(ctx context.Context, p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicPartition) (items []item, next int64, bad error) {
 	filter := newAbortFilter(rp.AbortedTransactions)
 	next = a.offset
 	for in := rp.RecordBatches; ; {
@@ -414,7 +420,7 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 			if last < next {
 				continue
 			}
-			items = append(items, pl.reencode(p, raw, next, last, kgo.CompressionCodecType(raw[17]&attrCodec), a.maxBytes)...)
+			items = append(items, pl.reencode(ctx, p, raw, next, last, kgo.CompressionCodecType(raw[17]&attrCodec), a.maxBytes)...)
 			next = last + 1
 			if items[len(items)-1].stop != nil {
 				break
@@ -445,7 +451,7 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 				first: b.FirstOffset, last: last, count: b.NumRecords, maxTS: b.MaxTimestamp,
 			}})
 		default:
-			items = append(items, pl.reencode(p, raw, next, last, kgo.CompressionCodecType(b.Attributes&attrCodec), a.maxBytes)...)
+			items = append(items, pl.reencode(ctx, p, raw, next, last, kgo.CompressionCodecType(b.Attributes&attrCodec), a.maxBytes)...)
 		}
 		next = last + 1
 		if items[len(items)-1].stop != nil {
@@ -463,9 +469,10 @@ func beUint64(b []byte) uint64 {
 // reencode decodes one source batch (records from offset from on) and
 // encodes it again, with codec or the flow's target codec (encoderFor),
 // applying the provenance rules, in batches the target accepts. The source
-// offsets up to last are complete after it.
-func (pl *Pipeline) reencode(p *partition, raw []byte, from, last int64, codec kgo.CompressionCodecType, maxBytes int) []item {
-	recs, err := decode(raw, from, p.tp.Topic, p.tp.Partition, pl.dec)
+// offsets up to last are complete after it. Decompressing gives up when
+// ctx ends (stoppable).
+func (pl *Pipeline) reencode(ctx context.Context, p *partition, raw []byte, from, last int64, codec kgo.CompressionCodecType, maxBytes int) []item {
+	recs, err := decode(raw, from, p.tp.Topic, p.tp.Partition, stoppable{ctx, pl.dec})
 	if err != nil {
 		return []item{{stop: fmt.Errorf("decoding source batch at offset %d: %w", from, err)}}
 	}

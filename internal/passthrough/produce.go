@@ -389,7 +389,8 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		var maxTS int64
 		for _, h := range done {
 			recs += int64(h.count)
-			bytes += p.values.size(h.raw, pl.dec) // MM2's byte-count: value bytes
+			// MM2's byte-count: value bytes; a sample stops with the Pipeline.
+			bytes += p.values.size(h.raw, stoppable{pl.stopping, pl.dec})
 			maxTS = max(maxTS, h.maxTS)
 		}
 		pl.Acked(recs)
