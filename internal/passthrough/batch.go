@@ -2,6 +2,7 @@ package passthrough
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -231,6 +232,42 @@ func decode(raw []byte, from int64, topic string, partition int32, dec kgo.Decom
 		return nil, fp.Err
 	}
 	return fp.Records, nil
+}
+
+// stoppable is a Decompressor whose calls give up with ctx's error once
+// ctx ends instead of waiting for the decompression under way. Source
+// bytes are outside input: a batch crafted to decompress to gigabytes
+// (a zstd bomb) takes seconds up to the client's bound
+// (clients.MaxDecompressedBatchBytes), far more under load, and a stop
+// must not wait for it. The abandoned call finishes in the background,
+// bounded by that same limit, and its result is dropped.
+type stoppable struct {
+	ctx context.Context
+	dec kgo.Decompressor
+}
+
+func (s stoppable) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
+	if codec == kgo.CodecNone {
+		return src, nil
+	}
+	if err := s.ctx.Err(); err != nil {
+		return nil, err
+	}
+	type result struct {
+		out []byte
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		out, err := s.dec.Decompress(src, codec)
+		c <- result{out, err}
+	}()
+	select {
+	case r := <-c:
+		return r.out, r.err
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
 }
 
 // errTooLarge reports a single record larger than the target accepts.

@@ -1,6 +1,7 @@
 package passthrough
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -52,7 +53,7 @@ func TestSplitCorruptEntries(t *testing.T) {
 			p := &partition{tp: progress.TP{Topic: "t", Partition: 0}}
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.RecordBatches = append(append([]byte(nil), good...), tc.in...)
-			items, next, bad := pl.split(p, fetchAsk{p: p, offset: 10, maxBytes: defaultMaxMessageBytes}, &rp)
+			items, next, bad := pl.split(context.Background(), p, fetchAsk{p: p, offset: 10, maxBytes: defaultMaxMessageBytes}, &rp)
 			if bad == nil {
 				t.Fatalf("no error; items %+v, next %d", items, next)
 			}
@@ -79,7 +80,7 @@ func TestFetchedCorruptLegacyEntry(t *testing.T) {
 	p.labels = prometheus.Labels{"source": "A", "target": "B", "topic": "t", "partition": "0"}
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.RecordBatches = legacyEntry(7, 17, 0)
-	pl.fetched(fetchAsk{p: p, offset: 7, maxBytes: defaultMaxMessageBytes}, &rp)
+	pl.fetched(context.Background(), fetchAsk{p: p, offset: 7, maxBytes: defaultMaxMessageBytes}, &rp)
 	if p.next != 7 || p.badBatches != 1 || p.lastErr == nil || p.retryAt.IsZero() {
 		t.Fatalf("next %d, bad batches %d, last error %v, retry at %v", p.next, p.badBatches, p.lastErr, p.retryAt)
 	}

@@ -88,48 +88,84 @@ func (pl *Pipeline) buildFetchLocked(ls *laneState) (*kmsg.FetchRequest, *fetchP
 	req.MinBytes = 1
 	req.MaxBytes = pl.cfg.FetchMaxBytes
 	req.IsolationLevel = 1 // read_committed
-	plan := &fetchPlan{listed: map[progress.TP]sessPart{}}
 	if !ls.noSess {
 		req.SessionID, req.SessionEpoch = ls.id, ls.epoch
 	}
-	plan.epoch = req.SessionEpoch
-	byTopic := map[string]int{}
-	list := func(p *partition) bool {
-		if o := pl.sessOf[p.tp]; o != nil && o != ls {
-			return false // still in the session of the lane it left
-		}
-		e := ls.entry(p)
-		i, ok := byTopic[p.tp.Topic]
-		if !ok {
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic, t.TopicID = p.tp.Topic, p.srcID
-			req.Topics = append(req.Topics, t)
-			i = len(req.Topics) - 1
-			byTopic[p.tp.Topic] = i
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = p.tp.Partition
-		rp.CurrentLeaderEpoch = e.epoch
-		rp.FetchOffset = e.offset
-		rp.PartitionMaxBytes = e.maxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		plan.listed[p.tp] = e
-		pl.sessOf[p.tp] = ls
-		return true
-	}
+	fb := &fetchBuild{pl: pl, ls: ls, req: req, plan: &fetchPlan{epoch: req.SessionEpoch, listed: map[progress.TP]sessPart{}},
+		byTopic: map[string]int{}, forgot: map[string]int{}}
 	if ls.noSess || ls.epoch == 0 {
 		clear(ls.pending)
 		for tp, p := range ls.want {
-			if !list(p) {
+			if !fb.list(p) {
 				ls.pending[tp] = struct{}{}
 			}
 		}
-		if len(plan.listed) == 0 {
+		if len(fb.plan.listed) == 0 {
 			return nil, nil
 		}
-		return req, plan
+		return req, fb.plan
 	}
-	forgot := map[string]int{}
+	return fb.incremental()
+}
+
+// fetchBuild is one fetch request of a lane being built under pl.mu.
+type fetchBuild struct {
+	pl      *Pipeline
+	ls      *laneState
+	req     *kmsg.FetchRequest
+	plan    *fetchPlan
+	byTopic map[string]int // index in req.Topics
+	forgot  map[string]int // index in req.ForgottenTopics
+}
+
+// list adds p at its position to the fetch, unless p is still in the
+// session of the lane it left; it reports whether p was listed.
+func (fb *fetchBuild) list(p *partition) bool {
+	if o := fb.pl.sessOf[p.tp]; o != nil && o != fb.ls {
+		return false // still in the session of the lane it left
+	}
+	req := fb.req
+	e := fb.ls.entry(p)
+	i, ok := fb.byTopic[p.tp.Topic]
+	if !ok {
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic, t.TopicID = p.tp.Topic, p.srcID
+		req.Topics = append(req.Topics, t)
+		i = len(req.Topics) - 1
+		fb.byTopic[p.tp.Topic] = i
+	}
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = p.tp.Partition
+	rp.CurrentLeaderEpoch = e.epoch
+	rp.FetchOffset = e.offset
+	rp.PartitionMaxBytes = e.maxBytes
+	req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	fb.plan.listed[p.tp] = e
+	fb.pl.sessOf[p.tp] = fb.ls
+	return true
+}
+
+// forget has the broker drop tp, held in the session as s.
+func (fb *fetchBuild) forget(tp progress.TP, s sessPart) {
+	req := fb.req
+	i, ok := fb.forgot[tp.Topic]
+	if !ok {
+		t := kmsg.NewFetchRequestForgottenTopic()
+		t.Topic, t.TopicID = tp.Topic, s.topicID
+		req.ForgottenTopics = append(req.ForgottenTopics, t)
+		i = len(req.ForgottenTopics) - 1
+		fb.forgot[tp.Topic] = i
+	}
+	req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
+	fb.plan.forgot = append(fb.plan.forgot, tp)
+}
+
+// incremental builds a fetch in the lane's session: the pending
+// partitions that changed are listed, those that left are forgotten. A
+// session left with no partition and no member is closed; one with no
+// change and partitions to come back sends nothing.
+func (fb *fetchBuild) incremental() (*kmsg.FetchRequest, *fetchPlan) {
+	ls := fb.ls
 	kept := len(ls.sess)
 	for tp := range ls.pending {
 		p := ls.want[tp]
@@ -137,23 +173,14 @@ func (pl *Pipeline) buildFetchLocked(ls *laneState) (*kmsg.FetchRequest, *fetchP
 		switch {
 		case p != nil && in && s == ls.entry(p):
 		case p != nil:
-			if !list(p) {
+			if !fb.list(p) {
 				continue // stays pending
 			}
 			if !in {
 				kept++
 			}
 		case in:
-			i, ok := forgot[tp.Topic]
-			if !ok {
-				t := kmsg.NewFetchRequestForgottenTopic()
-				t.Topic, t.TopicID = tp.Topic, s.topicID
-				req.ForgottenTopics = append(req.ForgottenTopics, t)
-				i = len(req.ForgottenTopics) - 1
-				forgot[tp.Topic] = i
-			}
-			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
-			plan.forgot = append(plan.forgot, tp)
+			fb.forget(tp, s)
 			kept--
 		}
 		delete(ls.pending, tp)
@@ -162,16 +189,16 @@ func (pl *Pipeline) buildFetchLocked(ls *laneState) (*kmsg.FetchRequest, *fetchP
 	case kept > 0:
 	case len(ls.members) == 0:
 		// The lane carries no partition any more: close the session.
-		for tp := range plan.listed {
-			delete(pl.sessOf, tp)
+		for tp := range fb.plan.listed {
+			delete(fb.pl.sessOf, tp)
 		}
-		req.Topics, req.ForgottenTopics = nil, nil
-		req.SessionEpoch, req.MaxWaitMillis = -1, 0
-		plan = &fetchPlan{epoch: -1, close: true}
-	case len(plan.listed) == 0 && len(plan.forgot) == 0:
+		fb.req.Topics, fb.req.ForgottenTopics = nil, nil
+		fb.req.SessionEpoch, fb.req.MaxWaitMillis = -1, 0
+		fb.plan = &fetchPlan{epoch: -1, close: true}
+	case len(fb.plan.listed) == 0 && len(fb.plan.forgot) == 0:
 		return nil, nil // an empty session, kept for the partitions to come back
 	}
-	return req, plan
+	return fb.req, fb.plan
 }
 
 // partitionBytes is the most one partition may fill of a fetch on a lane
@@ -210,36 +237,56 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 	quiet := ls.quiet
 	ls.quiet = 0 // but after an empty answer in a session, below
 	if err != nil {
-		for tp := range plan.listed {
-			if pl.sessOf[tp] == ls {
-				delete(pl.sessOf, tp)
-			}
-		}
-		pl.resetLocked(ls)
-		pl.stats.resets++
-		switch {
-		case ctx.Err() != nil:
-		case errors.Is(err, kerr.FetchSessionIDNotFound) && plan.epoch == 0:
-			// The broker has no room for a new session.
-			ls.noSess = true
-			pl.cfg.Log.Info("passthrough: the source broker has no fetch session for this flow; fetching without one", "broker", ls.l.broker, "err", err)
-		case datapath.IsAny(err, sessionErrs[:2]):
-			pl.cfg.Log.Debug("passthrough: fetch session reset", "broker", ls.l.broker, "err", err)
-		default:
-			pl.Logs.Warn(pl.cfg.Log, "fetch failed|"+err.Error(), "passthrough: fetch failed; refreshing metadata", "broker", ls.l.broker, "err", err)
-			pl.needMeta = true
-			ls.retryAt = time.Now().Add(200 * time.Millisecond)
-		}
+		pl.fetchFailedLocked(ctx, ls, plan, err)
 		pl.mu.Unlock()
 		return
 	}
-	// What the broker fetched each partition from: what this fetch
-	// listed, or else what the session held.
-	type got struct {
-		a  fetchAsk
-		rp *kmsg.FetchResponseTopicPartition
+	gots := pl.answeredPartsLocked(ls, plan, fr)
+	pl.stats.forgotten += len(plan.forgot)
+	pl.sessionAnsweredLocked(ls, plan, fr, quiet, len(gots))
+	pl.mu.Unlock()
+	pl.handOn(ctx, gots)
+}
+
+// fetchFailedLocked handles a fetch that failed as a whole: the lane's
+// session starts over; a broker without room for sessions is fetched
+// without one from now on; other errors refresh metadata and pause the
+// lane briefly.
+func (pl *Pipeline) fetchFailedLocked(ctx context.Context, ls *laneState, plan *fetchPlan, err error) {
+	for tp := range plan.listed {
+		if pl.sessOf[tp] == ls {
+			delete(pl.sessOf, tp)
+		}
 	}
-	var gots []got
+	pl.resetLocked(ls)
+	pl.stats.resets++
+	switch {
+	case ctx.Err() != nil:
+	case errors.Is(err, kerr.FetchSessionIDNotFound) && plan.epoch == 0:
+		// The broker has no room for a new session.
+		ls.noSess = true
+		pl.cfg.Log.Info("passthrough: the source broker has no fetch session for this flow; fetching without one", "broker", ls.l.broker, "err", err)
+	case datapath.IsAny(err, sessionErrs[:2]):
+		pl.cfg.Log.Debug("passthrough: fetch session reset", "broker", ls.l.broker, "err", err)
+	default:
+		pl.Logs.Warn(pl.cfg.Log, "fetch failed|"+err.Error(), "passthrough: fetch failed; refreshing metadata", "broker", ls.l.broker, "err", err)
+		pl.needMeta = true
+		ls.retryAt = time.Now().Add(200 * time.Millisecond)
+	}
+}
+
+// fetchedPart is one partition of a fetch answer and what the broker
+// fetched it from.
+type fetchedPart struct {
+	a  fetchAsk
+	rp *kmsg.FetchResponseTopicPartition
+}
+
+// answeredPartsLocked returns the partitions of fr with what the broker
+// fetched each from: what this fetch listed, or else what the session
+// held. A partition known under another topic ID is left out.
+func (pl *Pipeline) answeredPartsLocked(ls *laneState, plan *fetchPlan, fr *kmsg.FetchResponse) []fetchedPart {
+	var gots []fetchedPart
 	for i := range fr.Topics {
 		t := &fr.Topics[i]
 		topic := t.Topic
@@ -256,10 +303,16 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 			if !ok || (t.TopicID != [16]byte{} && e.topicID != [16]byte{} && t.TopicID != e.topicID) {
 				continue
 			}
-			gots = append(gots, got{fetchAsk{p: e.p, offset: e.offset, gen: e.gen, maxBytes: e.p.maxBytes}, rp})
+			gots = append(gots, fetchedPart{fetchAsk{p: e.p, offset: e.offset, gen: e.gen, maxBytes: e.p.maxBytes}, rp})
 		}
 	}
-	pl.stats.forgotten += len(plan.forgot)
+	return gots
+}
+
+// sessionAnsweredLocked brings the lane's session up to date after a
+// fetch answered with n partitions (quiet: the lane's empty answers in a
+// row before it).
+func (pl *Pipeline) sessionAnsweredLocked(ls *laneState, plan *fetchPlan, fr *kmsg.FetchResponse, quiet, n int) {
 	switch {
 	case plan.close || ls.noSess || fr.Version < 7 || fr.SessionID == 0:
 		// No session on the broker (it also ends one that has no
@@ -279,7 +332,7 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 	default:
 		if plan.epoch > 0 {
 			pl.stats.incremental++
-			if len(gots) == 0 {
+			if n == 0 {
 				ls.quiet = min(quiet+1, idleFetches)
 			}
 		}
@@ -294,15 +347,18 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 			}
 		}
 	}
-	pl.mu.Unlock()
+}
+
+// handOn hands each fetched partition to fetched. Re-encoding costs CPU:
+// then the partitions of one answer are handled side by side, one per
+// core (each keeps its own order).
+func (pl *Pipeline) handOn(ctx context.Context, gots []fetchedPart) {
 	if len(gots) < 2 || !pl.reencodes() {
 		for _, g := range gots {
-			pl.fetched(g.a, g.rp)
+			pl.fetched(ctx, g.a, g.rp)
 		}
 		return
 	}
-	// Re-encoding costs CPU: the partitions of the response are handled
-	// side by side, one per core (each keeps its own order).
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for _, g := range gots {
@@ -310,7 +366,7 @@ func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchReq
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pl.fetched(g.a, g.rp)
+			pl.fetched(ctx, g.a, g.rp)
 			<-sem
 		}()
 	}
@@ -327,7 +383,9 @@ type item struct {
 }
 
 // fetched turns one partition of a fetch response into batches to send.
-func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
+// Once ctx ends (the Pipeline stops) a batch being decompressed is given
+// up and the answer dropped: the next start fetches it again.
+func (pl *Pipeline) fetched(ctx context.Context, a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 	p := a.p
 	if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
 		pl.mu.Lock()
@@ -358,7 +416,10 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 	if pl.Paused() {
 		return // fetched again from the same offset after Resume
 	}
-	items, next, bad := pl.split(p, a, rp)
+	items, next, bad := pl.split(ctx, p, a, rp)
+	if ctx.Err() != nil {
+		return // stopping: a decompression may have been cut short
+	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	if p.gen != a.gen || p.next != a.offset || p.stopped || p.revoked {
@@ -392,8 +453,9 @@ func (pl *Pipeline) fetched(a fetchAsk, rp *kmsg.FetchResponseTopicPartition) {
 // split parses the batches of one fetched partition: read_committed
 // filtering, batches to forward as they are, batches to re-encode. It
 // returns the items, the next offset to fetch and, if a batch could not be
-// read (a CRC mismatch), why: what came before it still goes out.
-func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicPartition) (items []item, next int64, bad error) {
+// read (a CRC mismatch), why: what came before it still goes out. A
+// decompression gives up when ctx ends.
+func (pl *Pipeline) split(ctx context.Context, p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicPartition) (items []item, next int64, bad error) {
 	filter := newAbortFilter(rp.AbortedTransactions)
 	next = a.offset
 	for in := rp.RecordBatches; ; {
@@ -414,7 +476,7 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 			if last < next {
 				continue
 			}
-			items = append(items, pl.reencode(p, raw, next, last, kgo.CompressionCodecType(raw[17]&attrCodec), a.maxBytes)...)
+			items = append(items, pl.reencode(ctx, p, raw, next, last, kgo.CompressionCodecType(raw[17]&attrCodec), a.maxBytes)...)
 			next = last + 1
 			if items[len(items)-1].stop != nil {
 				break
@@ -445,7 +507,7 @@ func (pl *Pipeline) split(p *partition, a fetchAsk, rp *kmsg.FetchResponseTopicP
 				first: b.FirstOffset, last: last, count: b.NumRecords, maxTS: b.MaxTimestamp,
 			}})
 		default:
-			items = append(items, pl.reencode(p, raw, next, last, kgo.CompressionCodecType(b.Attributes&attrCodec), a.maxBytes)...)
+			items = append(items, pl.reencode(ctx, p, raw, next, last, kgo.CompressionCodecType(b.Attributes&attrCodec), a.maxBytes)...)
 		}
 		next = last + 1
 		if items[len(items)-1].stop != nil {
@@ -463,9 +525,10 @@ func beUint64(b []byte) uint64 {
 // reencode decodes one source batch (records from offset from on) and
 // encodes it again, with codec or the flow's target codec (encoderFor),
 // applying the provenance rules, in batches the target accepts. The source
-// offsets up to last are complete after it.
-func (pl *Pipeline) reencode(p *partition, raw []byte, from, last int64, codec kgo.CompressionCodecType, maxBytes int) []item {
-	recs, err := decode(raw, from, p.tp.Topic, p.tp.Partition, pl.dec)
+// offsets up to last are complete after it. Decompressing gives up when
+// ctx ends (stoppable).
+func (pl *Pipeline) reencode(ctx context.Context, p *partition, raw []byte, from, last int64, codec kgo.CompressionCodecType, maxBytes int) []item {
+	recs, err := decode(raw, from, p.tp.Topic, p.tp.Partition, stoppable{ctx, pl.dec})
 	if err != nil {
 		return []item{{stop: fmt.Errorf("decoding source batch at offset %d: %w", from, err)}}
 	}

@@ -1,6 +1,7 @@
 package passthrough
 
 import (
+	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"io"
@@ -49,7 +50,7 @@ func FuzzSplit(f *testing.F) {
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.RecordBatches = in
 		rp.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{{ProducerID: 1, FirstOffset: from}}
-		items, next, _ := pl.split(p, fetchAsk{p: p, offset: from, maxBytes: defaultMaxMessageBytes}, &rp)
+		items, next, _ := pl.split(context.Background(), p, fetchAsk{p: p, offset: from, maxBytes: defaultMaxMessageBytes}, &rp)
 		if next < from {
 			t.Fatalf("next fetch at %d, before %d", next, from)
 		}

@@ -2,6 +2,7 @@ package passthrough
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func TestFetchErrorsDoNotFlood(t *testing.T) {
 		p := &partition{tp: progress.TP{Topic: "t", Partition: int32(i)}}
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.ErrorCode = code
-		pl.fetched(fetchAsk{p: p}, &rp)
+		pl.fetched(context.Background(), fetchAsk{p: p}, &rp)
 	}
 	const n = 5000
 	for i := range n {

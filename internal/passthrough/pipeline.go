@@ -159,6 +159,10 @@ type Pipeline struct {
 	encTo *encoder
 	wakeC chan struct{}
 	wg    sync.WaitGroup
+	// stopping ends when Run stops the request loop: decompressions on
+	// the ack path (value byte samples) give up then (stoppable).
+	stopping context.Context
+	stopNow  context.CancelFunc
 
 	mu        sync.Mutex
 	parts     map[progress.TP]*partition
@@ -251,6 +255,7 @@ func New(cfg Config) *Pipeline {
 		moved:      make(map[*partition]struct{}),
 		producing:  make(map[lineKey]int),
 	}
+	pl.stopping, pl.stopNow = context.WithCancel(context.Background())
 	if pl.eos() {
 		pl.txns = make(map[int]*txnState)
 	}
@@ -335,6 +340,7 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 		case <-pass.C:
 		}
 	}
+	pl.stopNow()
 	tick := time.NewTicker(busyPass)
 	defer tick.Stop()
 	if err := pl.Fatal(); err != nil {

@@ -1,6 +1,7 @@
 package passthrough
 
 import (
+	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"io"
@@ -170,7 +171,7 @@ func TestSplit(t *testing.T) {
 			p := &partition{tp: progress.TP{Topic: "t", Partition: 0}}
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.RecordBatches, rp.AbortedTransactions = tc.in, tc.aborted
-			items, next, bad := pl.split(p, fetchAsk{p: p, offset: tc.from, maxBytes: defaultMaxMessageBytes}, &rp)
+			items, next, bad := pl.split(context.Background(), p, fetchAsk{p: p, offset: tc.from, maxBytes: defaultMaxMessageBytes}, &rp)
 			if bad != nil {
 				t.Fatalf("split: %v", bad)
 			}
@@ -227,7 +228,7 @@ func TestSplitSkipsLoopedRecords(t *testing.T) {
 	p := &partition{tp: progress.TP{Topic: "t", Partition: 0}}
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.RecordBatches = sourceBatch(t, recs, kgo.CodecNone, 0, false)
-	items, next, bad := pl.split(p, fetchAsk{p: p, offset: 0, maxBytes: defaultMaxMessageBytes}, &rp)
+	items, next, bad := pl.split(context.Background(), p, fetchAsk{p: p, offset: 0, maxBytes: defaultMaxMessageBytes}, &rp)
 	if bad != nil {
 		t.Fatalf("split: %v", bad)
 	}
@@ -264,7 +265,7 @@ func TestReencodeKeepsRecords(t *testing.T) {
 				p := &partition{tp: progress.TP{Topic: "t", Partition: 0}}
 				rp := kmsg.NewFetchResponseTopicPartition()
 				rp.RecordBatches = sourceBatch(t, want, src, 100, false)
-				items, next, bad := pl.split(p, fetchAsk{p: p, offset: 100, maxBytes: defaultMaxMessageBytes}, &rp)
+				items, next, bad := pl.split(context.Background(), p, fetchAsk{p: p, offset: 100, maxBytes: defaultMaxMessageBytes}, &rp)
 				if bad != nil || next != 109 {
 					t.Fatalf("split: next %d, %v", next, bad)
 				}

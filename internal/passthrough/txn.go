@@ -504,6 +504,33 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 		pl.wake()
 	}()
 	pl.wake()
+	s, err := pl.settleTxn(ctx, t)
+	if err != nil {
+		return err
+	}
+	recs := pl.progressRecords(s.pos)
+	if len(recs) == 0 && !s.open {
+		return pl.flushSyncs(ctx, s.pos)
+	}
+	return pl.endTxn(ctx, t, s, recs)
+}
+
+// settled is what a commit takes from its transaction once every batch
+// has its answer: the producer, whether anything was sent in it, and
+// the positions of its partitions.
+type settled struct {
+	pid   int64
+	epoch int16
+	open  bool
+	pos   map[progress.TP]int64
+}
+
+// settleTxn waits (up to commitWait) until every batch sent in t's open
+// transaction has its answer, and returns what the commit needs. An
+// error means there is nothing to commit: the caller gave up, t was
+// fenced, or the transaction failed (a batch on the target beyond its
+// partition's progress fails it here) and is to be aborted.
+func (pl *Pipeline) settleTxn(ctx context.Context, t *txnState) (settled, error) {
 	wctx, cancel := context.WithTimeout(ctx, commitWait)
 	err := datapath.WaitIdle(wctx, func() bool {
 		pl.mu.Lock()
@@ -514,7 +541,7 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 	if err != nil && ctx.Err() != nil {
 		// The caller gave up (a commit loop stopping while Run's last
 		// commit comes): the transaction stays open for the next commit.
-		return fmt.Errorf("exactly-once: commit: %w", ctx.Err())
+		return settled{}, fmt.Errorf("exactly-once: commit: %w", ctx.Err())
 	}
 	pl.mu.Lock()
 	if err != nil {
@@ -532,19 +559,23 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 	}
 	if t.fenced != nil {
 		pl.mu.Unlock()
-		return pl.Fatal()
+		return settled{}, pl.Fatal()
 	}
 	if t.failed != nil {
 		pl.mu.Unlock()
-		return fmt.Errorf("exactly-once: the transaction is aborted: %w", t.failed)
+		return settled{}, fmt.Errorf("exactly-once: the transaction is aborted: %w", t.failed)
 	}
-	pid, epoch, open := t.pid, t.epoch, t.open
-	pos := pl.txnPositionsLocked(t)
+	s := settled{pid: t.pid, epoch: t.epoch, open: t.open, pos: pl.txnPositionsLocked(t)}
 	pl.mu.Unlock()
-	recs := pl.progressRecords(pos)
-	if len(recs) == 0 && !open {
-		return pl.flushSyncs(ctx, pos)
-	}
+	return s, nil
+}
+
+// endTxn writes recs, the progress at s.pos, in t's transaction and
+// commits it, then marks the progress saved and sends the held offset
+// syncs. It goes on for up to commitGrace after ctx ends: cut short,
+// the transaction would have to be aborted.
+func (pl *Pipeline) endTxn(ctx context.Context, t *txnState, s settled, recs []*kgo.Record) error {
+	pid, epoch, pos := s.pid, s.epoch, s.pos
 	fctx, fcancel := finishing(ctx, commitGrace)
 	defer fcancel()
 	// From the progress written in the transaction until it is Saved, a
@@ -558,7 +589,7 @@ func (pl *Pipeline) commitTxn(ctx context.Context, t *txnState) error {
 	req := kmsg.NewPtrEndTxnRequest()
 	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = t.id, pid, epoch, true
 	rctx, rcancel := context.WithTimeout(fctx, txnTimeout)
-	_, err = pl.coordinatorRequest(rctx, t, req, maxEndTxnTV1, endTxnErr)
+	_, err := pl.coordinatorRequest(rctx, t, req, maxEndTxnTV1, endTxnErr)
 	rcancel()
 	if err != nil {
 		// The outcome is unknown: the abort (a new epoch) settles it,
@@ -796,6 +827,20 @@ func (pl *Pipeline) restartTxn(ctx context.Context, t *txnState, catchUp bool) {
 	pl.mu.Lock()
 	pl.newTxnProducerLocked(t, resp.ProducerID, resp.ProducerEpoch)
 	t.failed, t.unsure = nil, false
+	tps := pl.rewindTxnLocked(t)
+	pl.mu.Unlock()
+	// Offset syncs held back for the aborted batches point at offsets
+	// no read_committed reader sees.
+	pl.Forget(tps)
+	pl.cfg.Log.Info("exactly-once passthrough: transactional producer ready", "transactional_id", t.id, "producer_id", resp.ProducerID, "epoch", resp.ProducerEpoch)
+}
+
+// rewindTxnLocked sends t's partitions back to their committed progress
+// after an abort: Done goes back (a revoked partition's too), queued
+// batches are dropped and fetching starts again after the progress. It
+// returns the partitions not revoked, whose held offset syncs are to be
+// forgotten.
+func (pl *Pipeline) rewindTxnLocked(t *txnState) []progress.TP {
 	var tps []progress.TP
 	for p := range t.members {
 		saved, ok := pl.cfg.Progress.Get(p.tp)
@@ -826,11 +871,7 @@ func (pl *Pipeline) restartTxn(ctx context.Context, t *txnState, catchUp bool) {
 			pl.unresolved[p] = struct{}{}
 		}
 	}
-	pl.mu.Unlock()
-	// Offset syncs held back for the aborted batches point at offsets
-	// no read_committed reader sees.
-	pl.Forget(tps)
-	pl.cfg.Log.Info("exactly-once passthrough: transactional producer ready", "transactional_id", t.id, "producer_id", resp.ProducerID, "epoch", resp.ProducerEpoch)
+	return tps
 }
 
 // abortOpen aborts t's open transaction with EndTxn. A producer that
