@@ -3,8 +3,10 @@
 // what does not), Status (is it safe to switch: lag, checkpoints, offset
 // translation, a record-by-record check of the copy, producers still
 // writing to the source) and Switch (commit the translated offsets of the
-// idle groups on the target, refusing active ones). It returns plain
-// structs; cmd/kmirror prints them and writes the report files.
+// idle groups on the target, refusing active ones). Decide is the rule
+// that says whether one group can move; Status and the dashboard's cutover
+// panel both use it. It returns plain structs; cmd/kmirror prints them
+// and writes the report files.
 package cutover
 
 import (
