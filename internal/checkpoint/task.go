@@ -112,6 +112,7 @@ type Task struct {
 	mu     sync.Mutex
 	last   map[string]map[cpKey]wire.Checkpoint // CheckpointStore: group -> partition -> last
 	listed []string                             // groups found at the last refresh
+	states map[string]string                    // their state on the source then
 }
 
 type cpKey struct {
@@ -484,16 +485,18 @@ func (t *Task) refreshGroups(ctx context.Context) {
 		return
 	}
 	var gs []string
+	states := make(map[string]string)
 	for _, g := range listed.Sorted() {
 		if g.GroupType == "share" || g.GroupType == "streams" || (g.ProtocolType != "" && g.ProtocolType != "consumer") {
 			continue
 		}
 		if t.groups.Match(g.Group) {
 			gs = append(gs, g.Group)
+			states[g.Group] = g.State
 		}
 	}
 	t.mu.Lock()
-	t.listed = gs
+	t.listed, t.states = gs, states
 	if err == nil {
 		t.dropUnlistedLocked(gs)
 	}
@@ -524,8 +527,9 @@ func (t *Task) dropUnlistedLocked(listed []string) {
 }
 
 // noteChecked records, for the dashboard, that group's committed offsets
-// offs were fetched at at and that translated of them got a translation;
-// a group with no committed offset in a replicated topic is not recorded.
+// offs were fetched at at and that translated of them got a translation,
+// and its state on the source at the last listing; a group with no
+// committed offset in a replicated topic is not recorded. t.mu is held.
 func (t *Task) noteChecked(group string, offs kadm.OffsetResponses, translated int, at time.Time) {
 	committed := 0
 	offs.Each(func(o kadm.OffsetResponse) {
@@ -540,6 +544,7 @@ func (t *Task) noteChecked(group string, offs kadm.OffsetResponses, translated i
 	t.m.LastCheckpoints.UpdateGroup(t.cfg.Source, t.cfg.Target, group, func(gs *metrics.GroupStatus) {
 		gs.Interval, gs.CheckedAt, gs.Sync = t.cfg.EmitCheckpointsInterval, at, t.cfg.SyncGroupOffsetsEnabled
 		gs.Committed, gs.Untranslated = committed, max(committed-translated, 0)
+		gs.SourceState = t.states[group]
 	})
 }
 

@@ -281,8 +281,8 @@ func TestTaskKfake(t *testing.T) {
 					wantC, wantU = 2, 1
 				}
 				if g.Source != "A" || g.Target != "B" || g.CheckedAt.IsZero() || g.Interval != f.EmitCheckpointsInterval ||
-					g.Committed != wantC || g.Untranslated != wantU || !g.Sync || g.TargetState != "Empty" || g.SyncBehind != 0 {
-					t.Errorf("group status %+v, want checked, %d committed, %d untranslated, synced into an Empty target group", g, wantC, wantU)
+					g.Committed != wantC || g.Untranslated != wantU || !g.Sync || g.TargetState != "Empty" || g.SyncBehind != 0 || g.SourceState != "Empty" {
+					t.Errorf("group status %+v, want checked, %d committed, %d untranslated, Empty on the source, synced into an Empty target group", g, wantC, wantU)
 				}
 			}
 			if n := testutil.ToFloat64(m.CorruptRecords.WithLabelValues("B", syncs)); n != 1 {

@@ -3,8 +3,10 @@
 // what does not), Status (is it safe to switch: lag, checkpoints, offset
 // translation, a record-by-record check of the copy, producers still
 // writing to the source) and Switch (commit the translated offsets of the
-// idle groups on the target, refusing active ones). It returns plain
-// structs; cmd/kmirror prints them and writes the report files.
+// idle groups on the target, refusing active ones). Decide is the rule
+// that says whether one group can move; Status and the dashboard's cutover
+// panel both use it. It returns plain structs; cmd/kmirror prints them
+// and writes the report files.
 package cutover
 
 import (
@@ -21,6 +23,7 @@ import (
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/offsetplan"
 	"github.com/kmirror/kmirror/internal/policy"
+	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/topicsync"
 )
 
@@ -246,16 +249,19 @@ func (g GroupState) Active() bool {
 // remote topic of the target's (which offsetplan translates back). Such a
 // group consumes something else; a cutover of the flow leaves it alone.
 // An active group without any commit is not known to move nothing (it may
-// have just started on a topic that moves).
-func movesNothing(ctx context.Context, o *Options, c *conns, sel *selection, group string, active bool) (bool, error) {
+// have just started on a topic that moves). moving is the group's
+// committed partitions (source names) on topics that move, nil with the
+// source down (not known).
+func movesNothing(ctx context.Context, o *Options, c *conns, sel *selection, group string, active bool) (nothing bool, moving []progress.TP, err error) {
 	if o.SourceDown {
-		return false, nil // the groups come from the checkpoints
+		return false, nil, nil // the groups come from the checkpoints
 	}
 	offs, err := c.src.FetchOffsets(ctx, group)
 	if err != nil {
-		return false, fmt.Errorf("fetching offsets of group %q on %s: %w", group, o.Flow.Source, err)
+		return false, nil, fmt.Errorf("fetching offsets of group %q on %s: %w", group, o.Flow.Source, err)
 	}
-	nothing, committed := true, false
+	committed := false
+	moving = []progress.TP{}
 	offs.Each(func(r kadm.OffsetResponse) {
 		if r.Err != nil || r.At < 0 {
 			return
@@ -263,10 +269,10 @@ func movesNothing(ctx context.Context, o *Options, c *conns, sel *selection, gro
 		committed = true
 		src, remote := o.Flow.Policy.TopicSource(r.Topic)
 		if sel.moving[r.Topic] || remote && src == o.Flow.Target {
-			nothing = false
+			moving = append(moving, progress.TP{Topic: r.Topic, Partition: r.Partition})
 		}
 	})
-	return nothing && (committed || !active), nil
+	return len(moving) == 0 && (committed || !active), moving, nil
 }
 
 // StateSourceDown is the state of a group on a source that is not asked.

@@ -147,25 +147,6 @@ func TestReadiness(t *testing.T) {
 			t.Errorf("topic %s: %v %q, want %q", c.name, ok, why, c.want)
 		}
 	}
-	active := GroupState{Exists: true, State: "Stable", Members: []string{"m"}}
-	idle := GroupState{Exists: true, State: "Empty"}
-	for _, c := range []struct {
-		name string
-		g    GroupStatus
-		want []string
-	}{
-		{"idle", GroupStatus{Source: idle, Translation: TranslationExact}, nil},
-		{"not on the target yet", GroupStatus{Source: idle, Target: GroupState{}, Translation: TranslationFresh}, nil},
-		{"consuming on the source", GroupStatus{Source: active, Translation: TranslationExact}, []string{"1 active member(s) on A (Stable): still consuming"}},
-		{"consuming on the target", GroupStatus{Source: idle, Target: active, Translation: TranslationExact}, []string{"1 active member(s) on B (Stable): switch would be refused"}},
-		{"no offsets", GroupStatus{Source: idle, Translation: TranslationNone}, []string{"no translated offsets"}},
-		{"consumes another topic", GroupStatus{Source: active, Translation: TranslationNothing}, nil},
-	} {
-		ok, why := groupReady(c.g, "A", "B")
-		if ok != (len(c.want) == 0) || !reflect.DeepEqual(why, c.want) {
-			t.Errorf("group %s: %v %q, want %q", c.name, ok, why, c.want)
-		}
-	}
 }
 
 func TestDiffConfigs(t *testing.T) {

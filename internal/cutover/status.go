@@ -15,6 +15,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/checkpoint"
 	"github.com/kmirror/kmirror/internal/clients"
+	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/offsetplan"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/readlog"
@@ -188,7 +189,7 @@ func Status(ctx context.Context, o *Options) (*StatusReport, error) {
 			gs.CheckpointAgeSeconds = &a
 		}
 		pl := offsetplan.New(f, g, offsetplan.UseCheckpoints, quiet, o.Timeout)
-		nothing, nerr := movesNothing(ctx, o, c, sel, g, gs.Source.Active())
+		nothing, moving, nerr := movesNothing(ctx, o, c, sel, g, gs.Source.Active())
 		var or *offsetplan.Report
 		if nerr == nil && !nothing {
 			or, err = pl.Plan(ctx, o.Config)
@@ -207,7 +208,9 @@ func Status(ctx context.Context, o *Options) (*StatusReport, error) {
 			gs.Translation = translationKind(or)
 			gs.Offsets, gs.Notes = or.Partitions, or.Notes
 		}
-		gs.Ready, gs.Reasons = groupReady(gs, f.Source, f.Target)
+		v := Decide(StatusFacts(f, &gs, moving, rep.Topics))
+		gs.Ready, gs.Reasons = v.Ready, v.Reasons
+		gs.Notes = append(gs.Notes, v.Notes...)
 		rep.Groups = append(rep.Groups, gs)
 	}
 
@@ -248,27 +251,40 @@ func topicReady(t TopicStatus) (bool, []string) {
 	return len(why) == 0, why
 }
 
-// groupReady is the gate of one group.
-func groupReady(g GroupStatus, source, target string) (bool, []string) {
-	if g.Translation == TranslationNothing {
-		return true, nil // a cutover of the flow leaves it alone
-	}
-	var why []string
-	if g.Source.Active() {
-		why = append(why, fmt.Sprintf("%d active member(s) on %s (%s): still consuming", len(g.Source.Members), source, g.Source.State))
-	}
-	if g.Target.Active() {
-		why = append(why, fmt.Sprintf("%d active member(s) on %s (%s): switch would be refused", len(g.Target.Members), target, g.Target.State))
-	}
-	if g.Translation == TranslationNone {
-		why = append(why, "no translated offsets")
-	}
-	for _, s := range []GroupState{g.Source, g.Target} {
-		if s.Error != "" {
-			why = append(why, s.Error)
+// StatusFacts is what Status knows of gs, a group of flow f, for Decide:
+// its state on both clusters, how its offsets translate, its committed
+// partitions on topics that move (moving, source names; nil: not known)
+// against the partitions its offsets translate, and the lag of those
+// partitions in topics.
+func StatusFacts(f *config.Flow, gs *GroupStatus, moving []progress.TP, topics []TopicStatus) GroupFacts {
+	facts := GroupFacts{SourceCluster: f.Source, TargetCluster: f.Target, Source: &gs.Source, Target: &gs.Target, Translation: gs.Translation}
+	translated := make(map[progress.TP]bool, len(gs.Offsets))
+	for _, r := range gs.Offsets {
+		translated[progress.TP{Topic: r.Topic, Partition: r.Partition}] = true
+		if r.FromTopic != "" {
+			translated[progress.TP{Topic: r.FromTopic, Partition: r.Partition}] = true
 		}
 	}
-	return len(why) == 0, why
+	if moving != nil {
+		n := 0
+		for _, tp := range moving {
+			remote := progress.TP{Topic: f.Policy.FormatRemoteTopic(f.Source, tp.Topic), Partition: tp.Partition}
+			if !translated[remote] && !translated[tp] {
+				n++
+			}
+		}
+		committed := len(moving)
+		facts.Committed, facts.Untranslated = &committed, &n
+	}
+	for _, t := range topics {
+		for _, p := range t.Partitions {
+			if p.LagRecords > 0 && translated[progress.TP{Topic: t.Remote, Partition: p.Partition}] {
+				facts.Lag += p.LagRecords
+				facts.LaggingPartitions++
+			}
+		}
+	}
+	return facts
 }
 
 // translationKind says how exactly the group's offsets translate.

@@ -66,7 +66,7 @@ func Switch(ctx context.Context, o *Options, dryRun bool) (*SwitchReport, error)
 	}
 	for _, g := range sel.groups {
 		gs := GroupSwitch{Group: g, Source: sourceState(ctx, o, c, g), Target: groupState(ctx, c.tgt, g)}
-		if nothing, err := movesNothing(ctx, o, c, sel, g, gs.Source.Active()); err != nil {
+		if nothing, _, err := movesNothing(ctx, o, c, sel, g, gs.Source.Active()); err != nil {
 			gs.Action, gs.Reason = ActionFailed, err.Error()
 		} else if nothing {
 			gs.Action, gs.Reason = ActionSkipped, NothingToMove

@@ -1,10 +1,11 @@
 package dashboard
 
 import (
-	"fmt"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/cutover"
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/runner"
@@ -46,6 +47,7 @@ type groupView struct {
 	Sync        bool       `json:"sync"`
 	SyncedAt    *time.Time `json:"synced_at"`
 	TargetState string     `json:"target_state"`
+	SourceState string     `json:"source_state"` // at the last group listing`
 	SyncBehind  int        `json:"sync_behind"`
 	Ready       bool       `json:"ready"`
 	Blockers    []string   `json:"blockers"` // why it is not ready
@@ -152,44 +154,43 @@ func applyStatus(g *groupView, s metrics.GroupStatus, now time.Time) {
 		committed, untranslated := s.Committed, s.Untranslated
 		g.Committed, g.Untranslated = &committed, &untranslated
 	}
-	g.Sync, g.TargetState, g.SyncBehind = s.Sync, s.TargetState, s.SyncBehind
+	g.Sync, g.TargetState, g.SyncBehind, g.SourceState = s.Sync, s.TargetState, s.SyncBehind, s.SourceState
 	if !s.SyncedAt.IsZero() {
 		at := s.SyncedAt
 		g.SyncedAt = &at
 	}
 }
 
-// readiness decides whether a group can move to the target now: every
-// committed offset translated, checked recently, its partitions copied up
-// to the source's end and, with group offset sync, its translated offsets
-// in the target group.
+// readiness decides whether a group can move to the target now, by the
+// rule of "kmirror cutover status" (cutover.Decide) applied to what the
+// checkpoint task last found of it.
 func readiness(g *groupView) {
-	switch {
-	case g.Partitions == 0 && (g.Committed == nil || *g.Committed == 0):
-		g.Blockers = append(g.Blockers, "no checkpoint yet")
-	case g.Untranslated != nil && *g.Untranslated > 0:
-		g.Blockers = append(g.Blockers, fmt.Sprintf("%d of %d partitions not translated yet (no offset sync at or below the committed offset)", *g.Untranslated, *g.Committed))
+	v := cutover.Decide(groupFacts(g))
+	g.Ready = v.Ready
+	g.Blockers = append(g.Blockers, v.Reasons...)
+	g.Notes = append(g.Notes, v.Notes...)
+}
+
+// groupFacts is what the dashboard knows of g for cutover.Decide.
+func groupFacts(g *groupView) cutover.GroupFacts {
+	src, tgt, _ := strings.Cut(g.Flow, "->")
+	f := cutover.GroupFacts{SourceCluster: src, TargetCluster: tgt,
+		Committed: g.Committed, Untranslated: g.Untranslated,
+		Lag: g.ReplicationLag, LaggingPartitions: g.LaggingPartitions, LagUnknown: g.Unlisted,
+		Sync: g.Sync && g.SyncedAt != nil, SyncOff: !g.Sync && g.CheckedAt != nil, SyncBehind: g.SyncBehind}
+	if g.Partitions == 0 { // no checkpoint: status finds no offsets either
+		f.Translation = cutover.TranslationNone
+	}
+	if g.SourceState != "" {
+		f.Source = &cutover.GroupState{Exists: true, State: g.SourceState}
+	}
+	if f.Sync {
+		f.Target = &cutover.GroupState{Exists: g.TargetState != "", State: g.TargetState}
 	}
 	if g.CheckAgeSeconds != nil {
-		limit := max(staleIntervals*g.IntervalSeconds, minStale.Seconds())
-		if *g.CheckAgeSeconds > limit {
-			g.Blockers = append(g.Blockers, fmt.Sprintf("offsets last checked %s ago", time.Duration(*g.CheckAgeSeconds*float64(time.Second)).Round(time.Second)))
-		}
+		age := time.Duration(*g.CheckAgeSeconds * float64(time.Second))
+		f.CheckAge = &age
+		f.StaleAfter = max(staleIntervals*time.Duration(g.IntervalSeconds*float64(time.Second)), minStale)
 	}
-	if g.LaggingPartitions > 0 {
-		g.Blockers = append(g.Blockers, fmt.Sprintf("replication %d records behind on %d partitions", g.ReplicationLag, g.LaggingPartitions))
-	}
-	if g.Sync && g.SyncBehind > 0 {
-		g.Blockers = append(g.Blockers, fmt.Sprintf("%d partitions of the target group behind their checkpoint", g.SyncBehind))
-	}
-	if g.Sync && g.SyncBehind < 0 {
-		g.Notes = append(g.Notes, "active on the target ("+g.TargetState+"): offsets not synced into it")
-	}
-	if g.Unlisted > 0 {
-		g.Notes = append(g.Notes, fmt.Sprintf("lag of %d partitions unknown here (copied by another worker)", g.Unlisted))
-	}
-	if !g.Sync && g.CheckedAt != nil {
-		g.Notes = append(g.Notes, "sync.group.offsets.enabled is off: consumers on the target start from the checkpoints")
-	}
-	g.Ready = len(g.Blockers) == 0
+	return f
 }

@@ -143,9 +143,9 @@ func TestOverview(t *testing.T) {
 	}
 }
 
-// TestGroupReadiness: a group is ready for a cutover when every committed
-// offset is translated, checked recently, its partitions are copied and,
-// with group offset sync, the target group holds the checkpoints.
+// TestGroupReadiness: a group is ready for a cutover (cutover.Decide)
+// when every committed offset is translated, checked recently, its
+// partitions are copied and it is active on neither cluster.
 func TestGroupReadiness(t *testing.T) {
 	now := time.Now()
 	fs := pagedFlows() // A.t/1 lags 50, A.t/0 none
@@ -160,13 +160,17 @@ func TestGroupReadiness(t *testing.T) {
 	}{
 		{"ready", &metrics.GroupStatus{CheckedAt: now, Interval: 5 * time.Second, Committed: 1, Sync: true, TargetState: "Empty"}, []int32{0}, true, "", "", 0, 0},
 		{"checkpoint written, no status yet", nil, []int32{0}, true, "", "", 0, 0},
-		{"no checkpoint yet", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second}, nil, false, "no checkpoint yet", "", 0, 0},
+		{"no checkpoint yet", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second}, nil, false, "no translated offsets", "", 0, 0},
 		{"untranslated", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second, Committed: 2, Untranslated: 1}, []int32{0}, false, "1 of 2 partitions not translated", "", 0, 0},
 		{"stale", &metrics.GroupStatus{CheckedAt: now.Add(-time.Minute), Interval: time.Second, Committed: 1}, []int32{0}, false, "offsets last checked 1m0s ago", "", 0, 0},
 		{"not stale within three intervals", &metrics.GroupStatus{CheckedAt: now.Add(-time.Minute), Interval: 30 * time.Second, Committed: 1}, []int32{0}, true, "", "consumers on the target start from the checkpoints", 0, 0},
 		{"replication behind", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second, Committed: 2}, []int32{0, 1}, false, "replication 50 records behind on 1 partitions", "", 50, 1},
-		{"target group behind", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second, Committed: 1, Sync: true, SyncBehind: 1}, []int32{0}, false, "1 partitions of the target group behind", "", 0, 0},
-		{"active on the target", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second, Committed: 1, Sync: true, SyncBehind: -1, TargetState: "Stable"}, []int32{0}, true, "", "active on the target (Stable)", 0, 0},
+		// cutover switch commits what the sync did not: a note, not a blocker
+		{"target group behind", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second, Committed: 1, Sync: true, SyncedAt: now, TargetState: "Empty", SyncBehind: 1}, []int32{0}, true, "", "1 partitions of the target group behind", 0, 0},
+		// cutover switch refuses a group active on either cluster
+		{"active on the target", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second, Committed: 1, Sync: true, SyncedAt: now, SyncBehind: -1, TargetState: "Stable"}, []int32{0}, false, "active member(s) on B (Stable): switch would be refused", "", 0, 0},
+		{"active on the source", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second, Committed: 1, SourceState: "Stable"}, []int32{0}, false, "active member(s) on A (Stable): still consuming", "", 0, 0},
+		{"idle on the source", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second, Committed: 1, SourceState: "Empty"}, []int32{0}, true, "", "", 0, 0},
 		{"another worker's partition", &metrics.GroupStatus{CheckedAt: now, Interval: time.Second, Committed: 1, Sync: true}, []int32{9}, true, "", "lag of 1 partitions unknown", 0, 0},
 	}
 	for _, tc := range tests {

@@ -99,6 +99,10 @@ type GroupStatus struct {
 	// offset in replicated topics; Untranslated those of them with no
 	// translation yet (no offset sync at or below the committed offset).
 	Committed, Untranslated int
+	// SourceState is the group's state on the source at the last group
+	// listing (refresh.groups.interval; "" before Kafka 2.6): Empty, or
+	// Stable, ... while it has members there.
+	SourceState string
 	// Sync is sync.group.offsets.enabled; SyncedAt the last pass over the
 	// group; TargetState its state on the target then ("" for none, or
 	// as the broker names it: Empty, Stable, ...); SyncBehind the
