@@ -36,6 +36,9 @@ type Options struct {
 	Rate int
 	// Sample, when set, is called every 10 s with the live workers (soak).
 	Sample func(r *Run, elapsed time.Duration)
+	// NoRace builds kmirror without the race detector (the soak: the
+	// detector's shadow memory and histories would be what it measures).
+	NoRace bool
 }
 
 // Setup is what the seed chose besides the faults.
@@ -149,7 +152,7 @@ func Execute(t *testing.T, opts Options) Result {
 
 	// Build while the clusters start.
 	built := make(chan string, 1)
-	go func() { built <- buildKmirror(dir) }()
+	go func() { built <- buildKmirror(dir, !r.opts.NoRace) }()
 	cs := testkafka.Start(t, testkafka.Options{Clusters: 2, Nodes: 3, Proxied: true})
 	bin := <-built
 	if bin == "" {

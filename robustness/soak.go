@@ -20,7 +20,11 @@ type sample struct {
 	gor    float64 // goroutines
 	fds    float64 // open files
 	series float64 // metric series served at /metrics
+	heap   float64 // MiB of Go heap in use
 }
+
+// values are a sample's measures, in the order of measures.
+func (sm sample) values() []float64 { return []float64{sm.rss, sm.heap, sm.gor, sm.fds, sm.series} }
 
 // soaker samples the live workers every 10 s (Options.Sample).
 type soaker struct {
@@ -47,7 +51,8 @@ func (s *soaker) sample(r *Run, el time.Duration) {
 		}
 		s.mu.Lock()
 		s.samples = append(s.samples, sample{at: el, worker: w.id, pid: pid,
-			rss: one("process_resident_memory_bytes") / (1 << 20), gor: one("go_goroutines"), fds: one("process_open_fds"), series: float64(n)})
+			rss: one("process_resident_memory_bytes") / (1 << 20), gor: one("go_goroutines"), fds: one("process_open_fds"), series: float64(n),
+			heap: one("go_memstats_heap_inuse_bytes") / (1 << 20)})
 		s.mu.Unlock()
 	}
 }
@@ -78,8 +83,8 @@ func slope(x, y []float64) float64 {
 type trend struct {
 	worker, pid, samples int
 	from, to             time.Duration
-	perHour              [4]float64 // rss MiB, goroutines, open files, series
-	mean                 [4]float64
+	perHour              [5]float64 // in the order of measures
+	mean                 [5]float64
 }
 
 // trends fits each worker's longest-lived process, its first two minutes
@@ -103,13 +108,13 @@ func (s *soaker) trends() []trend {
 	for w, l := range best {
 		start := l[0].at + 2*time.Minute
 		var x []float64
-		var ys [4][]float64
+		var ys [5][]float64
 		for _, sm := range l {
 			if sm.at < start {
 				continue
 			}
 			x = append(x, sm.at.Hours())
-			for i, v := range []float64{sm.rss, sm.gor, sm.fds, sm.series} {
+			for i, v := range sm.values() {
 				ys[i] = append(ys[i], v)
 			}
 		}
@@ -129,7 +134,7 @@ func (s *soaker) trends() []trend {
 	return out
 }
 
-var measures = []string{"RSS MiB", "goroutines", "open files", "metric series"}
+var measures = []string{"RSS MiB", "heap in use MiB", "goroutines", "open files", "metric series"}
 
 // report describes the trends, one line per worker and measure: the
 // slope per hour and the growth it makes over the fitted stretch
@@ -171,7 +176,7 @@ func (s *soaker) plot(path, title string) error {
 			l := harness.Line{Name: fmt.Sprintf("worker %d", w)}
 			for _, sm := range byWorker[w] {
 				l.X = append(l.X, sm.at.Minutes())
-				l.Y = append(l.Y, []float64{sm.rss, sm.gor, sm.fds, sm.series}[i])
+				l.Y = append(l.Y, sm.values()[i])
 			}
 			panels[i].Lines = append(panels[i].Lines, l)
 		}

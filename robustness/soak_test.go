@@ -19,8 +19,8 @@ func TestSoakTrends(t *testing.T) {
 	var s soaker
 	for i := range 60 { // 10 minutes
 		at := time.Duration(i) * 10 * time.Second
-		// worker 1 leaks 6 MiB an hour; worker 2 is flat but restarted at 5 min.
-		s.samples = append(s.samples, sample{at: at, worker: 1, pid: 100, rss: 50 + 6*at.Hours(), gor: 40, fds: 20, series: 300})
+		// worker 1 leaks 6 MiB of RSS and 3 of heap an hour; worker 2 is flat but restarted at 5 min.
+		s.samples = append(s.samples, sample{at: at, worker: 1, pid: 100, rss: 50 + 6*at.Hours(), heap: 30 + 3*at.Hours(), gor: 40, fds: 20, series: 300})
 		pid := 200
 		if at >= 5*time.Minute {
 			pid = 201
@@ -33,6 +33,9 @@ func TestSoakTrends(t *testing.T) {
 	}
 	if got := trs[0].perHour[0]; math.Abs(got-6) > 1e-6 {
 		t.Errorf("worker 1 RSS slope %v/h, want 6", got)
+	}
+	if got := trs[0].perHour[1]; math.Abs(got-3) > 1e-6 {
+		t.Errorf("worker 1 heap slope %v/h, want 3", got)
 	}
 	if trs[0].from != 2*time.Minute {
 		t.Errorf("worker 1 fitted from %v, want 2m (warm-up left out)", trs[0].from)

@@ -13,11 +13,16 @@ import (
 	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
-// buildKmirror builds cmd/kmirror with the race detector into dir and
-// returns its path, or "" if the build failed (output in dir/build.log).
-func buildKmirror(dir string) string {
+// buildKmirror builds cmd/kmirror, with the race detector if race, into
+// dir and returns its path, or "" if the build failed (output in
+// dir/build.log).
+func buildKmirror(dir string, race bool) string {
 	bin := filepath.Join(dir, "kmirror")
-	out, err := exec.Command("go", "build", "-race", "-o", bin, "../cmd/kmirror").CombinedOutput()
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, "../cmd/kmirror")...).CombinedOutput()
 	if err != nil {
 		os.WriteFile(filepath.Join(dir, "build.log"), append(out, err.Error()...), 0o644)
 		return ""
