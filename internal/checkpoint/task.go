@@ -259,7 +259,7 @@ func (t *Task) createTopic(ctx context.Context) error {
 	tries := 0
 	return backoff.Retry(ctx, backoff.Policy{First: 200 * time.Millisecond, Max: 10 * time.Second, For: 1000 * time.Hour},
 		func(err error) bool {
-			if !transient(err) {
+			if !internaltopic.Transient(err) {
 				return false
 			}
 			if tries++; tries == 1 || tries%10 == 0 {
@@ -268,19 +268,9 @@ func (t *Task) createTopic(ctx context.Context) error {
 			return true
 		},
 		func() error {
-			_, err := internaltopic.Create(ctx, t.tgtAdm, spec)
+			_, err := internaltopic.CreateOnce(ctx, t.tgtAdm, spec)
 			return err
 		})
-}
-
-// transient reports whether err may pass by itself: a retriable Kafka
-// error, or no answer at all (a network error, a request timeout).
-func transient(err error) bool {
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable
-	}
-	return true
 }
 
 // ticker returns a ticker for an enabled interval, else one that never

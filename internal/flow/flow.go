@@ -177,7 +177,7 @@ func (f *Flow) Run(ctx context.Context) error {
 	if err := r.build(ctx); err != nil {
 		return err
 	}
-	if err := r.refresh(ctx); err != nil {
+	if err := r.firstRefresh(ctx); err != nil {
 		return fmt.Errorf("flow %s: %w", r.c.Name(), err)
 	}
 	f.mu.Lock()

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/checkpoint"
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/heartbeat"
+	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/topicsync"
 )
@@ -38,6 +41,36 @@ func (r *running) refresh(ctx context.Context) error {
 		r.synced = []topicsync.Topic{}
 	}
 	return nil
+}
+
+// startWait bounds how long a flow's first refresh retries errors that may
+// pass by themselves: a worker that starts while a target broker restarts
+// or a controller is elected waits for it rather than exiting.
+const startWait = 2 * time.Minute
+
+// firstRefresh is the refresh that starts the flow (startRetry).
+func (r *running) firstRefresh(ctx context.Context) error {
+	return startRetry(ctx, r.f.log, func() error { return r.refresh(ctx) })
+}
+
+// startRetry runs a step of a flow's start, retried with a warning for up
+// to startWait while its error may pass by itself
+// (internaltopic.Transient); a refusal (no permission, a bad setting)
+// returns at once. Later refreshes are retried at the next interval
+// (refreshLoop).
+func startRetry(ctx context.Context, log *slog.Logger, step func() error) error {
+	tries := 0
+	return backoff.Retry(ctx, backoff.Policy{First: 500 * time.Millisecond, Max: 10 * time.Second, For: startWait},
+		func(err error) bool {
+			if ctx.Err() != nil || !internaltopic.Transient(err) {
+				return false
+			}
+			if tries++; tries == 1 || tries%5 == 0 {
+				log.Warn("starting the flow failed; retrying", "attempts", tries, "err", err)
+			}
+			return true
+		},
+		step)
 }
 
 // apply hands the partitions of ts to the data path, or their topics to

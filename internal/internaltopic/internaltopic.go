@@ -31,11 +31,29 @@ func Compacted(name string, rf int16, rfKey string) Spec {
 	return Spec{Name: name, Partitions: 1, ReplicationFactor: rf, RFKey: rfKey, Configs: map[string]string{"cleanup.policy": "compact"}}
 }
 
+// createWait bounds how long Create retries errors that may pass by
+// themselves: a broker restarting, a controller being elected.
+const createWait = 2 * time.Minute
+
 // Create makes the topic unless it exists. Missing authorization or an
 // unsupported CreateTopics API is not an error, as in MM2: an administrator
-// may have created the topic, and writing to it will tell. It reports
-// whether kmirror created the topic.
+// may have created the topic, and writing to it will tell. Errors that may
+// pass by themselves (Transient) are retried for up to two minutes; a
+// refusal returns at once. It reports whether kmirror created the topic.
 func Create(ctx context.Context, adm *kadm.Client, s Spec) (bool, error) {
+	var created bool
+	err := backoff.Retry(ctx, backoff.Policy{First: 200 * time.Millisecond, Max: 5 * time.Second, For: createWait},
+		func(err error) bool { return ctx.Err() == nil && Transient(err) },
+		func() (err error) {
+			created, err = CreateOnce(ctx, adm, s)
+			return err
+		})
+	return created, err
+}
+
+// CreateOnce is one attempt of Create, for callers that retry on their
+// own schedule or must not wait (a repair under a lock).
+func CreateOnce(ctx context.Context, adm *kadm.Client, s Spec) (bool, error) {
 	configs := make(map[string]*string, len(s.Configs))
 	for k, v := range s.Configs {
 		configs[k] = &v
@@ -57,6 +75,20 @@ func Create(ctx context.Context, adm *kadm.Client, s Spec) (bool, error) {
 	default:
 		return false, fmt.Errorf("creating %s: %w", s.Name, err)
 	}
+}
+
+// Transient reports whether err may pass by itself: a retriable Kafka
+// error, or no answer at all (a broker that closed the connection or is
+// down, a request that timed out). A cancelled context is not.
+func Transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	return true
 }
 
 // metadataWait bounds how long a topic created a moment ago may take to

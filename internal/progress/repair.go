@@ -94,7 +94,7 @@ func (s *Store) Repair(ctx context.Context) (bool, error) {
 		}
 		spec := s.spec
 		spec.Partitions = s.parts // keys must land where they did
-		if _, err := internaltopic.Create(ctx, s.adm, spec); err != nil {
+		if _, err := internaltopic.CreateOnce(ctx, s.adm, spec); err != nil {
 			return false, fmt.Errorf("creating progress topic %s again: %w", s.topic, err)
 		}
 	} else {
