@@ -28,6 +28,12 @@ func (sm sample) values() []float64 { return []float64{sm.rss, sm.heap, sm.gor, 
 
 // soaker samples the live workers every 10 s (Options.Sample).
 type soaker struct {
+	// settled is when the partitions stop changing (the run grows a
+	// topic at half its duration): trends are fitted from then on, so
+	// that memory and series that grow with the partitions added are not
+	// read as a leak. Zero fits from each process's warm-up on.
+	settled time.Duration
+
 	mu      sync.Mutex
 	samples []sample
 }
@@ -88,7 +94,8 @@ type trend struct {
 }
 
 // trends fits each worker's longest-lived process, its first two minutes
-// (warm-up: buffers, connections, series of new partitions) left out.
+// (warm-up: buffers, connections, series of new partitions) and anything
+// before settled left out.
 func (s *soaker) trends() []trend {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -106,7 +113,7 @@ func (s *soaker) trends() []trend {
 	}
 	var out []trend
 	for w, l := range best {
-		start := l[0].at + 2*time.Minute
+		start := max(l[0].at+2*time.Minute, s.settled)
 		var x []float64
 		var ys [5][]float64
 		for _, sm := range l {

@@ -43,6 +43,21 @@ func TestSoakTrends(t *testing.T) {
 	if trs[1].pid != 200 && trs[1].pid != 201 || trs[1].perHour[0] != 0 {
 		t.Errorf("worker 2: %+v", trs[1])
 	}
+	// Growth that stops when the partitions stop changing is left out
+	// from settled on: worker 1's series step up at 4 minutes.
+	for i := range s.samples {
+		if s.samples[i].worker == 1 && s.samples[i].at >= 4*time.Minute {
+			s.samples[i].series = 400
+		}
+	}
+	if got := s.trends()[0].perHour[4]; got <= 0 {
+		t.Errorf("series slope %v/h over the step, want it growing", got)
+	}
+	s.settled = 5 * time.Minute
+	if tr := s.trends()[0]; tr.perHour[4] != 0 || tr.from != 5*time.Minute {
+		t.Errorf("fitted from %v with series slope %v/h; want from settled (5m), flat", tr.from, tr.perHour[4])
+	}
+	s.settled = 0
 	if r := s.report(); !strings.Contains(r, "worker 1") || !strings.Contains(r, "+6.00/h") {
 		t.Errorf("report:\n%s", r)
 	}
