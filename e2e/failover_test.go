@@ -558,10 +558,13 @@ func TestRedeliveryAfterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mc.Close()
-	read := func(r run) map[string]map[mirrorclient.TopicPartition]mirrorclient.Checkpoint {
+	// read waits up to wait for each group's checkpoints: short while
+	// polling, so a run whose checkpoints topic is not there yet (MM2
+	// starting on a loaded machine) does not make one poll take minutes.
+	read := func(r run, wait time.Duration) map[string]map[mirrorclient.TopicPartition]mirrorclient.Checkpoint {
 		out := map[string]map[mirrorclient.TopicPartition]mirrorclient.Checkpoint{}
 		for group := range commits {
-			cps, err := mc.RemoteCheckpoints(ctx(t), group, r.src, 10*time.Second)
+			cps, err := mc.RemoteCheckpoints(ctx(t), group, r.src, wait)
 			if err != nil {
 				return nil
 			}
@@ -572,11 +575,11 @@ func TestRedeliveryAfterFailover(t *testing.T) {
 	last := make([]string, len(runs))
 	stable := make([]int, len(runs))
 	polls := 0
-	waitFor(t, 120*time.Second, "checkpoints of every run to settle", func() bool {
+	waitFor(t, 240*time.Second, "checkpoints of every run to settle", func() bool {
 		settled := true
 		polls++
 		for i, r := range runs {
-			cps := read(r)
+			cps := read(r, 2*time.Second)
 			copied := countOrZero(t, b, r.src+"."+topic)
 			caught := cps != nil && len(cps[g("caught")]) == 2 && copied == len(up)
 			if polls%20 == 0 {
@@ -597,7 +600,7 @@ func TestRedeliveryAfterFailover(t *testing.T) {
 	for ri, r := range runs {
 		remote := r.src + "." + topic
 		onB := b.ReadAll(t, remote)
-		cps := read(r)
+		cps := read(r, 10*time.Second)
 		for pi, p := range points {
 			cp, ok := cps[p.group][mirrorclient.TopicPartition{Topic: remote, Partition: p.part}]
 			if !ok {

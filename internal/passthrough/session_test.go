@@ -66,9 +66,11 @@ func (l *lockedBuffer) String() string {
 }
 
 // TestFetchSessionOnBroker copies between two real clusters through a
-// target throttled to 256 KiB/s with 16 KiB per partition and fetch, so
-// that partitions leave the fetch session while their buffer is full and
-// join it again. Idle fetches of the session list no partition and are
+// target throttled to 128 KiB/s with 16 KiB per partition and fetch, so
+// that partitions leave the fetch session while their buffer is full
+// (4 fetches' worth) and join it again. At 256 KiB/s and load 60, no
+// partition's buffer filled in one run; half the rate gives the fetches
+// twice the time. Idle fetches of the session list no partition and are
 // far smaller than the first, full one. Then, with more records coming,
 // the session is broken twice on the broker's side (an unknown session ID,
 // a wrong epoch) while the pipeline is paused: it starts a new session
@@ -81,7 +83,7 @@ func TestFetchSessionOnBroker(t *testing.T) {
 	remote := "A." + topic
 	a.CreateTopic(t, topic, parts, nil)
 	b.CreateTopic(t, remote, parts, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	// Batches of 8 records: several in a partition's share of a fetch.
@@ -115,7 +117,7 @@ func TestFetchSessionOnBroker(t *testing.T) {
 	}
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Source: a.Client(t, kgo.WithHooks(sizes)), SourceAdmin: a.Admin(t),
 		Target: b.Client(t), TargetAdmin: adm, Progress: store, Metrics: metrics.New(), Log: log,
-		PartitionMaxBytes: 16 << 10, Throttle: throttle.New(256 << 10)})
+		PartitionMaxBytes: 16 << 10, Throttle: throttle.New(128 << 10)})
 	var ps []datapath.Partition
 	for p := range int32(parts) {
 		ps = append(ps, datapath.Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: remote})
