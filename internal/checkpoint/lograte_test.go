@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -19,7 +20,10 @@ func TestFailuresRateLimited(t *testing.T) {
 	for _, tt := range []struct{ groups, intervals int }{{1, 1}, {20, 1}, {20, 3}} {
 		t.Run(fmt.Sprintf("%d groups, %d intervals", tt.groups, tt.intervals), func(t *testing.T) {
 			src, _ := testkafka.Fake(t)
-			dst, _ := testkafka.Fake(t)
+			dst, dstCl := testkafka.Fake(t)
+			if _, err := kadm.NewClient(dstCl).CreateTopic(context.Background(), 1, 1, nil, "A.checkpoints.internal"); err != nil {
+				t.Fatal(err)
+			}
 			src.ControlKey(int16(kmsg.OffsetFetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 				src.KeepControl()
 				req := kr.(*kmsg.OffsetFetchRequest)
