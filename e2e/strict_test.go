@@ -114,7 +114,9 @@ func TestHeartbeatsOnly(t *testing.T) {
 		} else {
 			p = startMM2(t, cfg)
 		}
-		waitFor(t, 120*time.Second, who+": heartbeats both ways", func() bool {
+		// Apache MM2 starts a Connect worker per direction: at load 40
+		// that took more than 2 minutes.
+		waitFor(t, 240*time.Second, who+": heartbeats both ways", func() bool {
 			return beats(b, src, dst) >= 2 && beats(a, dst, src) >= 2
 		})
 		if who == "kmirror" {
