@@ -18,7 +18,8 @@ import (
 // this one was stopped (it led the flow meanwhile, with newer offset
 // syncs) is the last one for this worker too: it does not write a lower
 // translation of the same offset after it. The robustness run found a
-// checkpoint going from 188 -> 117 back to 188 -> 92 after a SIGSTOP.
+// checkpoint going from 188 -> 117 back to 188 -> 92 while two workers
+// led the flow at once after a kill.
 func TestCheckpointsNeverGoBack(t *testing.T) {
 	src, srcCl := testkafka.Fake(t)
 	dst, dstCl := testkafka.Fake(t)
