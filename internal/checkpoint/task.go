@@ -111,7 +111,6 @@ type Task struct {
 
 	mu     sync.Mutex
 	last   map[string]map[cpKey]wire.Checkpoint // CheckpointStore: group -> partition -> last
-	cpEnds map[int32]int64                      // where loadCheckpoints and catchUp stopped
 	listed []string                             // groups found at the last refresh
 	states map[string]string                    // their state on the source then
 }
@@ -296,42 +295,27 @@ func skipper[T any](t *Task, cluster string, decode func(k, v []byte) (T, error)
 
 // loadCheckpoints reads the checkpoints topic (MM2's CheckpointStore).
 func (t *Task) loadCheckpoints(ctx context.Context) error {
-	t.mu.Lock()
-	t.last, t.cpEnds = make(map[string]map[cpKey]wire.Checkpoint), nil
-	t.mu.Unlock()
-	return t.catchUp(ctx)
-}
-
-// catchUp reads what was written to the checkpoints topic since the last
-// read: the checkpoints of another worker that led the flow meanwhile (a
-// stopped leader comes back believing it still leads) count as the last
-// ones, so that this worker never writes one that goes back from them.
-func (t *Task) catchUp(ctx context.Context) error {
 	sk := skipper(t, t.cfg.Target, wire.DecodeCheckpoint)
-	t.mu.Lock()
-	starts := t.cpEnds
-	t.mu.Unlock()
-	var read []wire.Checkpoint
-	ends, err := readlog.From(ctx, t.tgtConn, t.cpTopic, starts, func(r *kgo.Record) {
+	last := make(map[string]map[cpKey]wire.Checkpoint)
+	err := readlog.ToEnd(ctx, t.tgtConn, t.cpTopic, func(r *kgo.Record) {
 		if r.Partition != 0 {
 			return
 		}
-		if c, ok := sk.Record(r); ok {
-			read = append(read, c)
+		c, ok := sk.Record(r)
+		if !ok {
+			return
 		}
+		if last[c.Group] == nil {
+			last[c.Group] = make(map[cpKey]wire.Checkpoint)
+		}
+		last[c.Group][cpKey{c.Topic, c.Partition}] = c
 	})
 	if err != nil {
 		return err
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, c := range read {
-		if t.last[c.Group] == nil {
-			t.last[c.Group] = make(map[cpKey]wire.Checkpoint)
-		}
-		t.last[c.Group][cpKey{c.Topic, c.Partition}] = c
-	}
-	t.cpEnds = ends
+	t.last = last
+	t.mu.Unlock()
 	return nil
 }
 
@@ -615,14 +599,6 @@ func (t *Task) EmitOnce(ctx context.Context) {
 	groups := append([]string(nil), t.listed...)
 	t.mu.Unlock()
 	if len(groups) == 0 {
-		return
-	}
-	cctx, cancel := context.WithTimeout(ctx, t.writeTimeout)
-	err := t.catchUp(cctx)
-	cancel()
-	if err != nil {
-		// Without the newest checkpoints one could go back: wait.
-		t.logs.Warn(t.log, "read checkpoints|"+err.Error(), "reading the checkpoints topic failed; checkpoints wait for the next interval", "topic", t.cpTopic, "err", err)
 		return
 	}
 	fetched := t.srcAdm.FetchManyOffsets(ctx, groups...)
