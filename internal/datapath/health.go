@@ -81,8 +81,8 @@ type watch struct {
 	// restart waits a whole StallAfter, while the state stays stalled
 	// until the partition moves (a probe must not see it ready between).
 	restartAt time.Time
-	start   int64     // source log start at the last check
-	end     int64     // source last stable offset at the last check; -1 unknown
+	start     int64 // source log start at the last check
+	end       int64 // source last stable offset at the last check; -1 unknown
 	// samples are (time, end) pairs, oldest first: the oldest record not
 	// yet copied was written before the first sample whose end is past it.
 	samples []sample
