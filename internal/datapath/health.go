@@ -77,8 +77,12 @@ type watch struct {
 	leader  int32     // source leader, from the last metadata asked; -1 unknown
 	done    int64     // progress seen at the last check
 	movedAt time.Time // when done last changed (or the partition was first seen)
-	start   int64     // source log start at the last check
-	end     int64     // source last stable offset at the last check; -1 unknown
+	// restartAt is when a stall last restarted the partition: the next
+	// restart waits a whole StallAfter, while the state stays stalled
+	// until the partition moves (a probe must not see it ready between).
+	restartAt time.Time
+	start     int64 // source log start at the last check
+	end       int64 // source last stable offset at the last check; -1 unknown
 	// samples are (time, end) pairs, oldest first: the oldest record not
 	// yet copied was written before the first sample whose end is past it.
 	samples []sample
@@ -160,9 +164,9 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 		w := h.order[i]
 		w.lag, w.lagSec = w.lagOf(now)
 		w.state = h.stateOf(s, w, now)
-		if w.state == Stalled && s.InFlight == 0 {
+		if w.state == Stalled && s.InFlight == 0 && now.Sub(w.restartAt) >= h.cfg.StallAfter {
 			restart = append(restart, s)
-			w.movedAt = now // give the restart a whole StallAfter
+			w.restartAt = now // give the restart a whole StallAfter
 		}
 		w.checked = true
 	}

@@ -185,6 +185,12 @@ func TestHealthCheck(t *testing.T) {
 	if len(eng.restarts) != 1 {
 		t.Errorf("restarted again within StallAfter: %v", eng.restarts)
 	}
+	// Restarted but still not moving (the target is down): stalled, not
+	// ready, until it moves; /ready flapped to 200 here before.
+	if got := state(0); got != Stalled {
+		t.Errorf("p0 restarted, not moving: %s, want stalled", got)
+	}
+
 	eng.set(0, 9, 0)
 	eng.set(1, 9, 0)
 	h.Check(ctx, t0.Add(120*time.Second))
