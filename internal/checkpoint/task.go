@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -111,6 +112,8 @@ type Task struct {
 
 	mu     sync.Mutex
 	last   map[string]map[cpKey]wire.Checkpoint // CheckpointStore: group -> partition -> last
+	known  int64                                // the checkpoints topic (partition 0) is applied to last up to here
+	reads  int                                  // times the checkpoints topic was read
 	listed []string                             // groups found at the last refresh
 	states map[string]string                    // their state on the source then
 }
@@ -295,28 +298,89 @@ func skipper[T any](t *Task, cluster string, decode func(k, v []byte) (T, error)
 
 // loadCheckpoints reads the checkpoints topic (MM2's CheckpointStore).
 func (t *Task) loadCheckpoints(ctx context.Context) error {
+	t.mu.Lock()
+	t.last, t.known = make(map[string]map[cpKey]wire.Checkpoint), 0
+	t.mu.Unlock()
+	return t.readCheckpoints(ctx)
+}
+
+// readCheckpoints applies what the checkpoints topic holds past t.known
+// to t.last, in log order, and moves t.known to the end it read to.
+func (t *Task) readCheckpoints(ctx context.Context) error {
 	sk := skipper(t, t.cfg.Target, wire.DecodeCheckpoint)
-	last := make(map[string]map[cpKey]wire.Checkpoint)
-	err := readlog.ToEnd(ctx, t.tgtConn, t.cpTopic, func(r *kgo.Record) {
+	t.mu.Lock()
+	from := t.known
+	t.mu.Unlock()
+	var read []wire.Checkpoint
+	ends, err := readlog.From(ctx, t.tgtConn, t.cpTopic, map[int32]int64{0: from}, func(r *kgo.Record) {
 		if r.Partition != 0 {
 			return
 		}
-		c, ok := sk.Record(r)
-		if !ok {
-			return
+		if c, ok := sk.Record(r); ok {
+			read = append(read, c)
 		}
-		if last[c.Group] == nil {
-			last[c.Group] = make(map[cpKey]wire.Checkpoint)
-		}
-		last[c.Group][cpKey{c.Topic, c.Partition}] = c
 	})
 	if err != nil {
 		return err
 	}
 	t.mu.Lock()
-	t.last = last
-	t.mu.Unlock()
+	defer t.mu.Unlock()
+	t.reads++
+	for _, c := range read {
+		if t.last[c.Group] == nil {
+			t.last[c.Group] = make(map[cpKey]wire.Checkpoint)
+		}
+		t.last[c.Group][cpKey{c.Topic, c.Partition}] = c
+	}
+	t.known = ends[0]
 	return nil
+}
+
+// catchUp makes t.last hold the newest checkpoints before a round. Another
+// worker may have led the flow meanwhile (a worker stopped past its
+// session comes back believing it still leads) and written checkpoints
+// from newer offset syncs: they count as the last ones, so that none this
+// worker writes goes back from them. One ListOffsets request per round
+// tells whether anyone but this task wrote; only then is the topic read.
+func (t *Task) catchUp(ctx context.Context) error {
+	ends, err := t.tgtAdm.ListEndOffsets(ctx, t.cpTopic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return err
+	}
+	end, ok := ends.Lookup(t.cpTopic, 0)
+	if !ok {
+		return fmt.Errorf("no partition 0 listed for %s", t.cpTopic)
+	}
+	t.mu.Lock()
+	if end.Offset < t.known {
+		// The topic was deleted and made again: read it all.
+		t.known = 0
+	}
+	behind := end.Offset > t.known
+	t.mu.Unlock()
+	if !behind {
+		return nil
+	}
+	return t.readCheckpoints(ctx)
+}
+
+// wroteLocked notes checkpoints this task has written (offsets set by the
+// producer): while they follow t.known without a gap, nobody else wrote
+// in between and the topic need not be read for them; t.mu is held.
+func (t *Task) wroteLocked(recs []*kgo.Record) {
+	offs := make([]int64, 0, len(recs))
+	for _, r := range recs {
+		offs = append(offs, r.Offset)
+	}
+	slices.Sort(offs)
+	for _, o := range offs {
+		if o == t.known {
+			t.known++
+		}
+	}
 }
 
 // followSyncs fills the store: in exact mode from the offset index first,
@@ -601,6 +665,16 @@ func (t *Task) EmitOnce(ctx context.Context) {
 	if len(groups) == 0 {
 		return
 	}
+	cctx, cancel := context.WithTimeout(ctx, t.writeTimeout)
+	err := t.catchUp(cctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			// Without the newest checkpoints one could go back: wait.
+			t.logs.Warn(t.log, "read checkpoints|"+err.Error(), "reading the checkpoints topic failed; checkpoints wait for the next interval", "topic", t.cpTopic, "err", err)
+		}
+		return
+	}
 	fetched := t.srcAdm.FetchManyOffsets(ctx, groups...)
 	for _, g := range groups {
 		r, ok := fetched[g]
@@ -649,6 +723,7 @@ func (t *Task) EmitOnce(ctx context.Context) {
 		}
 		ms := float64(time.Since(t0).Milliseconds())
 		t.mu.Lock()
+		t.wroteLocked(recs)
 		if t.last[g] == nil {
 			t.last[g] = make(map[cpKey]wire.Checkpoint)
 		}
