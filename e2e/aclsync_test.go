@@ -61,19 +61,12 @@ func TestTopicACLSync(t *testing.T) {
 	remote := src + "." + topic
 	waitFor(t, 30*time.Second, remote, func() bool { return hasTopic(t, b, remote) })
 
-	adm := a.Admin(t)
 	for _, acl := range []*kadm.ACLBuilder{
 		kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Allow(alice),
 		kadm.NewACLs().Topics(topic).Operations(kadm.OpWrite).Allow("User:" + bobName),
 		kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Deny(mallory),
 	} {
-		rs, err := adm.CreateACLs(ctx(t), acl.ResourcePatternType(kadm.ACLPatternLiteral))
-		if err == nil {
-			err = rs[0].Err
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		a.Grant(t, acl.ResourcePatternType(kadm.ACLPatternLiteral))
 	}
 	want := []string{"ALLOW " + alice + " READ", "DENY " + mallory + " READ"}
 	var got []string
@@ -104,14 +97,8 @@ func TestTopicACLSync(t *testing.T) {
 	// A later sync still leaves bob's WRITE out: carol's READ, granted
 	// now, arrives alone (every sync that sees it also sees bob's WRITE).
 	carol := "User:" + testkafka.Topic(t, "carol")
-	rs, err := adm.CreateACLs(ctx(t), kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Allow(carol).
+	a.Grant(t, kadm.NewACLs().Topics(topic).Operations(kadm.OpRead).Allow(carol).
 		ResourcePatternType(kadm.ACLPatternLiteral))
-	if err == nil {
-		err = rs[0].Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	want = append(want, "ALLOW "+carol+" READ")
 	slices.Sort(want)
 	waitFor(t, 15*time.Second, "carol's READ alone to join the remote ACLs "+remote, func() bool {

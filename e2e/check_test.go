@@ -85,16 +85,9 @@ func TestCheckSecure(t *testing.T) {
 	info := sec.Info()
 	topic := testkafka.Topic(t, "secure")
 	sec.CreateTopic(t, topic, 2, nil)
-	adm := sec.Admin(t) // PLAINTEXT: a super user
 	grant := func(acls ...*kadm.ACLBuilder) {
 		for _, acl := range acls {
-			rs, err := adm.CreateACLs(ctx(t), acl)
-			if err == nil {
-				err = rs[0].Err
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			sec.Grant(t, acl)
 		}
 	}
 	grant(kadm.NewACLs().Topics(topic).ResourcePatternType(kadm.ACLPatternLiteral).

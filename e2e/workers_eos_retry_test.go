@@ -41,19 +41,8 @@ func slotRetry(t *testing.T, extra ...string) {
 	info := sec.Info()
 	user := testkafka.Topic(t, "kmirror")
 	password := sec.AddUser(t, user)
-	adm := sec.Admin(t) // PLAINTEXT: a super user
 	grant := func(acl *kadm.ACLBuilder) {
-		rs, err := adm.CreateACLs(ctx(t), acl.ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpAll).Allow("User:"+user))
-		if err == nil {
-			for _, r := range rs {
-				if r.Err != nil {
-					err = r.Err
-				}
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		sec.Grant(t, acl.ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpAll).Allow("User:"+user))
 	}
 	// Everything but transactional IDs.
 	grant(kadm.NewACLs().Topics("*").Groups("*").Clusters())

@@ -403,3 +403,47 @@ func (c *Cluster) AddUser(t testing.TB, name string) (password string) {
 		}
 	}
 }
+
+// Grant creates the ACLs acl builds on the cluster (as its super user) and
+// returns once the broker's authorizer lists them: CreateACLs answers when
+// the controller has committed them, and the broker applies them a moment
+// later, so a client that logs in at once may still be refused.
+func (c *Cluster) Grant(t testing.TB, acl *kadm.ACLBuilder) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := c.Admin(t)
+	rs, err := adm.CreateACLs(ctx, acl)
+	if err == nil {
+		for _, r := range rs {
+			if r.Err != nil {
+				err = r.Err
+				break
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("testkafka: create ACLs on cluster %s: %v", c.Name, err)
+	}
+	for {
+		listed := 0
+		ds, err := adm.DescribeACLs(ctx, acl)
+		if err == nil {
+			for _, d := range ds {
+				if d.Err != nil {
+					err = d.Err
+					break
+				}
+				listed += len(d.Described)
+			}
+		}
+		if err == nil && listed >= len(rs) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("testkafka: ACLs on cluster %s not listed by the broker a minute after they were created (%d of %d listed): %v", c.Name, listed, len(rs), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
