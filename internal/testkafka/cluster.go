@@ -405,7 +405,8 @@ func (c *Cluster) AddUser(t testing.TB, name string) (password string) {
 }
 
 // Grant creates the ACLs acl builds on the cluster (as its super user) and
-// returns once the broker's authorizer lists them: CreateACLs answers when
+// returns once the broker's authorizer lists them (acl is then changed to
+// describe them): CreateACLs answers when
 // the controller has committed them, and the broker applies them a moment
 // later, so a client that logs in at once may still be refused.
 func (c *Cluster) Grant(t testing.TB, acl *kadm.ACLBuilder) {
@@ -424,6 +425,10 @@ func (c *Cluster) Grant(t testing.TB, acl *kadm.ACLBuilder) {
 	}
 	if err != nil {
 		t.Fatalf("testkafka: create ACLs on cluster %s: %v", c.Name, err)
+	}
+	if !acl.HasHosts() {
+		// Created for every host; described with any host.
+		acl.AllowHosts().DenyHosts()
 	}
 	for {
 		listed := 0
