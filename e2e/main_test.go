@@ -163,8 +163,22 @@ func (p *proc) stop() {
 		p.t.Fatalf("kmirror did not stop within 60s of SIGTERM\n%s", p.log.String())
 	}
 	if p.err != nil {
-		p.t.Fatalf("kmirror exited with %v after SIGTERM\n%s", p.err, p.log.String())
+		p.t.Fatalf("kmirror exited with %v after SIGTERM; its errors and last lines:\n%s\nits whole log:\n%s", p.err, p.why(), p.log.String())
 	}
+}
+
+// why returns the ERROR lines of p's log and its last 10 lines, to be
+// printed before the whole log: CI shows only the start of a long failure.
+func (p *proc) why() string {
+	lines := strings.Split(strings.TrimRight(p.log.String(), "\n"), "\n")
+	var out []string
+	for _, l := range lines {
+		if strings.Contains(l, "level=ERROR") {
+			out = append(out, l)
+		}
+	}
+	out = append(out, "...")
+	return strings.Join(append(out, lines[max(0, len(lines)-10):]...), "\n")
 }
 
 // waitFor polls cond until it holds or the timeout passes (testwait.For).
