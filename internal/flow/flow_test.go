@@ -2,10 +2,12 @@ package flow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/kmirror/kmirror/internal/config"
@@ -101,13 +103,17 @@ type commitEngine struct {
 	datapath.Engine
 	core    datapath.Core
 	commits atomic.Int64
+	fail    error // every Commit fails with it
 }
 
 func (e *commitEngine) AckedSinceCommit() int64 { return e.core.AckedSinceCommit() }
 
 func (e *commitEngine) Commit(context.Context) error {
-	e.core.CommitStarted()
 	e.commits.Add(1)
+	if e.fail != nil {
+		return e.fail // what was acknowledged stays to be saved
+	}
+	e.core.CommitStarted()
 	return nil
 }
 
@@ -156,5 +162,35 @@ func TestCommitLoop(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCommitLoopRetriesFailedSave: a save that fails while CommitRecords
+// records wait is tried again every commitRetry, not at once in a loop
+// (an exactly-once worker under load logged 580 failed saves in 30 s).
+func TestCommitLoopRetriesFailedSave(t *testing.T) {
+	for _, watch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watching %v", watch), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := &commitEngine{fail: errors.New("the transaction is aborted")}
+				r := &running{f: &Flow{log: slog.New(slog.DiscardHandler)}, c: &config.Flow{OffsetFlushInterval: time.Hour}, rep: e}
+				if watch {
+					r.rep = watchingEngine{e}
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { defer close(done); r.commitLoop(ctx) }()
+				synctest.Wait()
+				e.core.Acked(CommitRecords)
+				time.Sleep(10*commitRetry - time.Millisecond)
+				cancel()
+				<-done
+				// One at once, then one per commitRetry (an engine that is
+				// asked is asked every 50 ms, so it may come up to then).
+				if n := e.commits.Load(); n < 9 || n > 11 {
+					t.Errorf("%d saves in %v of failures, want about 10 (one per %v)", n, 10*commitRetry, commitRetry)
+				}
+			})
+		})
 	}
 }

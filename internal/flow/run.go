@@ -266,11 +266,18 @@ func (r *running) commitLoop(ctx context.Context) {
 		reached = w.AckedReached(CommitRecords)
 	}
 	last := time.Now()
+	// After a failed save none is tried before retryAt: the count of
+	// records acknowledged stays reached, and would retry at once.
+	var retryAt time.Time
 	wait := func() time.Duration {
-		if reached == nil {
-			return min(interval, 50*time.Millisecond)
+		d := min(interval, 50*time.Millisecond)
+		if reached != nil {
+			d = interval - time.Since(last)
 		}
-		return max(interval-time.Since(last), 0)
+		if !retryAt.IsZero() {
+			d = min(d, time.Until(retryAt))
+		}
+		return max(d, 0)
 	}
 	t := time.NewTimer(wait())
 	defer t.Stop()
@@ -281,10 +288,14 @@ func (r *running) commitLoop(ctx context.Context) {
 		case <-reached:
 		case <-t.C:
 		}
-		if time.Since(last) >= interval || r.rep.AckedSinceCommit() >= CommitRecords {
-			last = time.Now()
+		now := time.Now()
+		due := now.Sub(last) >= interval || r.rep.AckedSinceCommit() >= CommitRecords
+		if due && !now.Before(retryAt) {
+			last, retryAt = now, time.Time{}
 			if err := r.rep.Commit(ctx); err != nil && ctx.Err() == nil {
-				r.f.log.Warn("saving progress failed; retrying at the next interval", "err", err)
+				in := min(interval, commitRetry)
+				retryAt = now.Add(in)
+				r.f.log.Warn("saving progress failed; retrying", "in", in, "err", err)
 				if progress.TopicGone(err) {
 					// Exactly-once writes progress in its
 					// transactions, not through the Store.
@@ -297,6 +308,10 @@ func (r *running) commitLoop(ctx context.Context) {
 		t.Reset(wait())
 	}
 }
+
+// commitRetry is how soon a failed save is tried again (the flush
+// interval if shorter).
+const commitRetry = time.Second
 
 // hostedPoll is how often topics are refreshed while new remote
 // partitions wait for the target to host them (topicsync.Syncer.Pending,
