@@ -168,7 +168,7 @@ func TestZstdBombBounded(t *testing.T) {
 			peak := peakRSS(t, p.cmd.Process.Pid)
 			t.Logf("kmirror peak RSS %d MiB for a batch of %d MiB decompressed", peak>>20, int64(bombValue)>>20)
 			if peak > 1<<30 {
-				t.Errorf("kmirror peak RSS %d MiB, want under 1 GiB (race build)", peak>>20)
+				t.Errorf("kmirror peak RSS %d MiB, want under 1 GiB", peak>>20)
 			}
 			p.stop()
 		})

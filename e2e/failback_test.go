@@ -96,11 +96,22 @@ func TestFailback(t *testing.T) {
 		t.Errorf("offsets in text: exit %d, output:\n%s", code, out)
 	}
 
-	// B->A's checkpoint of "mid" on the local topic.
+	// B->A's checkpoint of "mid" on the local topic, once every record of
+	// it is copied: a checkpoint emitted before (the offset syncs then
+	// end below 12) resumes at the record after the newest sync.
 	localOnA := dst + "." + local
-	waitFor(t, 60*time.Second, "B->A's checkpoint of group mid", func() bool {
-		out, _ := runKmirror(t, 60*time.Second, "offsets", "--config", back, "--group", g("mid"), "--from", dst, "--to", src)
-		return strings.Contains(out, localOnA+"  ")
+	waitFor(t, 60*time.Second, "B->A's checkpoint of group mid at 12 -> 12", func() bool {
+		out, _ := runKmirror(t, 60*time.Second, "offsets", "--config", back, "--group", g("mid"), "--from", dst, "--to", src, "--output", "json")
+		var rep failbackJSON
+		if i := strings.Index(out, "{"); i < 0 || json.Unmarshal([]byte(out[i:]), &rep) != nil {
+			return false
+		}
+		for _, p := range rep.Partitions {
+			if p.Topic == localOnA && p.Upstream == 12 && p.Downstream == 12 {
+				return true
+			}
+		}
+		return false
 	})
 
 	for _, name := range []string{"mid", "marker", "end"} {

@@ -30,7 +30,8 @@ var (
 	buildErr  error
 )
 
-// kmirrorBin builds cmd/kmirror once per test binary.
+// kmirrorBin builds cmd/kmirror once per test binary (with the failpoints
+// tag; with -race only when KMIRROR_E2E_RACE=1).
 func kmirrorBin(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -40,7 +41,16 @@ func kmirrorBin(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "kmirror")
-		out, err := exec.Command("go", "build", "-race", "-tags", "failpoints", "-o", binPath, "../cmd/kmirror").CombinedOutput()
+		// Plain by default: a race-built kmirror costs 4-5 times the
+		// CPU, and the suite runs dozens at once on two cores. The code
+		// runs under -race in-process in its packages' tests and in the
+		// robustness run's race-built workers; KMIRROR_E2E_RACE=1 builds
+		// this one with -race too.
+		args := []string{"build", "-tags", "failpoints", "-o", binPath}
+		if os.Getenv("KMIRROR_E2E_RACE") == "1" {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "../cmd/kmirror")...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -228,14 +238,27 @@ func mm2Config(src, dst string, a, b *testkafka.Cluster, extra ...string) string
 	return strings.Join(append(lines, extra...), "\n") + "\n"
 }
 
-// hasTopic reports whether c has topic.
+// hasTopic reports whether c has topic. A request that fails (a broker
+// too busy to accept a connection in time) is tried again for up to two
+// minutes, as ReadAll does.
 func hasTopic(t *testing.T, c *testkafka.Cluster, topic string) bool {
-	td, err := c.Admin(t).ListTopics(ctx(t), topic)
-	if err != nil {
-		t.Fatal(err)
+	t.Helper()
+	rctx := ctx(t)
+	for {
+		td, err := c.Admin(t).ListTopics(rctx, topic)
+		if err == nil {
+			d, ok := td[topic]
+			return ok && d.Err == nil
+		}
+		if rctx.Err() != nil {
+			t.Fatalf("listing topic %s on %s: %v", topic, c.Name, err)
+		}
+		t.Logf("listing topic %s on %s: %v; trying again", topic, c.Name, err)
+		select {
+		case <-rctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
-	d, ok := td[topic]
-	return ok && d.Err == nil
 }
 
 // countAll returns how many records topic holds, committed ones only.
