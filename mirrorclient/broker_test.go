@@ -178,10 +178,18 @@ func startMM2(t *testing.T, props string, clusters ...string) {
 		}
 		if t.Failed() {
 			out := log.String()
+			// Its warnings and errors first (the tail is mostly the
+			// shutdown), up to 100 lines.
+			var bad []string
+			for _, l := range strings.Split(out, "\n") {
+				if (strings.Contains(l, "] WARN ") || strings.Contains(l, "] ERROR ")) && len(bad) < 100 {
+					bad = append(bad, l)
+				}
+			}
 			if len(out) > 20000 {
 				out = out[len(out)-20000:]
 			}
-			t.Logf("MM2 output (tail):\n%s", out)
+			t.Logf("MM2 warnings and errors:\n%s\nMM2 output (tail):\n%s", strings.Join(bad, "\n"), out)
 		}
 	})
 }
