@@ -1,9 +1,8 @@
 // Package datapath is the core of kmirror's data path: the partition and
-// status types, the per-partition progress ledger, gap handling, produce
-// error classes, the Revoke sequence, pause state and the group consumer
-// adapter. The engine (internal/passthrough, the batch engine) moves the
-// records behind one interface, Engine, and keeps its own locking and hot
-// paths.
+// status types, the per-partition progress ledger, gap handling, the
+// Revoke sequence, pause state and the group consumer adapter. The
+// engine (internal/passthrough, the batch engine) moves the records behind
+// one interface, Engine, and keeps its own locking and hot paths.
 package datapath
 
 import (

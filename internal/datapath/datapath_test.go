@@ -1,12 +1,10 @@
 package datapath
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/progress"
@@ -97,30 +95,6 @@ func TestGapOf(t *testing.T) {
 	} {
 		if got := gapOf(tt.want, LogRange{tt.start, tt.end}); got != tt.kind {
 			t.Errorf("gapOf(%d, [%d, %d]) = %d, want %d", tt.want, tt.start, tt.end, got, tt.kind)
-		}
-	}
-}
-
-func TestClassify(t *testing.T) {
-	for _, tt := range []struct {
-		err  error
-		want Class
-	}{
-		{nil, Retry},
-		{kerr.NotLeaderForPartition, Retry},
-		{kerr.OutOfOrderSequenceNumber, Retry},
-		{errors.New("connection reset"), Retry},
-		{kerr.MessageTooLarge, TooLarge},
-		{kerr.RecordListTooLarge, TooLarge},
-		{fmt.Errorf("wrapped: %w", kerr.MessageTooLarge), TooLarge},
-		{kerr.InvalidRecord, Fatal},
-		{kerr.TopicAuthorizationFailed, Fatal},
-		{kerr.TransactionalIDAuthorizationFailed, Fatal},
-		{kerr.UnsupportedCompressionType, Fatal},
-		{fmt.Errorf("producing: %w", kerr.PolicyViolation), Fatal},
-	} {
-		if got := Classify(tt.err); got != tt.want {
-			t.Errorf("Classify(%v) = %d, want %d", tt.err, got, tt.want)
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/kmirror/kmirror/internal/checkpoint"
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/heartbeat"
-	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/topicsync"
 )
@@ -55,14 +55,14 @@ func (r *running) firstRefresh(ctx context.Context) error {
 
 // startRetry runs a step of a flow's start, retried with a warning for up
 // to startWait while its error may pass by itself
-// (internaltopic.Transient); a refusal (no permission, a bad setting)
+// (kafkaerr.Transient); a refusal (no permission, a bad setting)
 // returns at once. Later refreshes are retried at the next interval
 // (refreshLoop).
 func startRetry(ctx context.Context, log *slog.Logger, step func() error) error {
 	tries := 0
 	return backoff.Retry(ctx, backoff.Policy{First: 500 * time.Millisecond, Max: 10 * time.Second, For: startWait},
 		func(err error) bool {
-			if ctx.Err() != nil || !internaltopic.Transient(err) {
+			if ctx.Err() != nil || !kafkaerr.Transient(err) {
 				return false
 			}
 			if tries++; tries == 1 || tries%5 == 0 {
@@ -296,7 +296,7 @@ func (r *running) commitLoop(ctx context.Context) {
 				in := min(interval, commitRetry)
 				retryAt = now.Add(in)
 				r.f.log.Warn("saving progress failed; retrying", "in", in, "err", err)
-				if progress.TopicGone(err) {
+				if kafkaerr.TopicGone(err) {
 					// Exactly-once writes progress in its
 					// transactions, not through the Store.
 					if err := r.store.Check(ctx); err != nil && ctx.Err() == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kmirror/kmirror/internal/backoff"
+	"github.com/kmirror/kmirror/internal/kafkaerr"
 )
 
 // Spec describes one internal topic.
@@ -38,12 +39,12 @@ const createWait = 2 * time.Minute
 // Create makes the topic unless it exists. Missing authorization or an
 // unsupported CreateTopics API is not an error, as in MM2: an administrator
 // may have created the topic, and writing to it will tell. Errors that may
-// pass by themselves (Transient) are retried for up to two minutes; a
+// pass by themselves (kafkaerr.Transient) are retried for up to two minutes; a
 // refusal returns at once. It reports whether kmirror created the topic.
 func Create(ctx context.Context, adm *kadm.Client, s Spec) (bool, error) {
 	var created bool
 	err := backoff.Retry(ctx, backoff.Policy{First: 200 * time.Millisecond, Max: 5 * time.Second, For: createWait},
-		func(err error) bool { return ctx.Err() == nil && Transient(err) },
+		func(err error) bool { return ctx.Err() == nil && kafkaerr.Transient(err) },
 		func() (err error) {
 			created, err = CreateOnce(ctx, adm, s)
 			return err
@@ -75,20 +76,6 @@ func CreateOnce(ctx context.Context, adm *kadm.Client, s Spec) (bool, error) {
 	default:
 		return false, fmt.Errorf("creating %s: %w", s.Name, err)
 	}
-}
-
-// Transient reports whether err may pass by itself: a retriable Kafka
-// error, or no answer at all (a broker that closed the connection or is
-// down, a request that timed out). A cancelled context is not.
-func Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable
-	}
-	return true
 }
 
 // metadataWait bounds how long a topic created a moment ago may take to

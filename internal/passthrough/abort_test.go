@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
 )
@@ -104,7 +105,7 @@ func TestRevokeAfterAbortedCommit(t *testing.T) {
 	waitAt(99) // acknowledged in the open transaction
 	failAdd.Store(true)
 	holdAbort.Store(true)
-	if err := pl.Commit(ctx); !progress.TopicGone(err) {
+	if err := pl.Commit(ctx); !kafkaerr.TopicGone(err) {
 		t.Fatalf("commit with the offsets topic unknown returned %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
 	failAdd.Store(false)

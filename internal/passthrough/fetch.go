@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/progress"
 )
 
@@ -266,7 +267,7 @@ func (pl *Pipeline) fetchFailedLocked(ctx context.Context, ls *laneState, plan *
 		// The broker has no room for a new session.
 		ls.noSess = true
 		pl.cfg.Log.Info("passthrough: the source broker has no fetch session for this flow; fetching without one", "broker", ls.l.broker, "err", err)
-	case datapath.IsAny(err, sessionErrs[:2]):
+	case kafkaerr.IsAny(err, sessionErrs[:2]):
 		pl.cfg.Log.Debug("passthrough: fetch session reset", "broker", ls.l.broker, "err", err)
 	default:
 		pl.Logs.Warn(pl.cfg.Log, "fetch failed|"+err.Error(), "passthrough: fetch failed; refreshing metadata", "broker", ls.l.broker, "err", err)

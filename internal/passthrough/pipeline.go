@@ -140,7 +140,7 @@ type Config struct {
 	// slots.TransactionalID(TransactionalID, slot), taken by Fence.
 	Slots int
 	// TopicGone, if set, is called when producing to a remote topic
-	// failed because the target does not know it (datapath.TopicGone):
+	// failed because the target does not know it (kafkaerr.TopicGone):
 	// deleted on the target, topic sync makes it again.
 	TopicGone func(remote string)
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/progress"
 )
 
@@ -316,7 +316,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		// The partition was stopped meanwhile.
 	case err == nil || errors.Is(err, kerr.DuplicateSequenceNumber):
 		done = pl.ackedLocked(s, rp, err)
-	case p.txn != nil && datapath.IsAny(err, pidErrs) && (idx == 0 || !datapath.IsAny(err, headOnlyPIDErrs)):
+	case p.txn != nil && kafkaerr.IsAny(err, pidErrs) && (idx == 0 || !kafkaerr.IsAny(err, headOnlyPIDErrs)):
 		// The target lost or refused this producer's state: the
 		// transaction is aborted and its partitions go back to their
 		// committed progress.
@@ -324,9 +324,9 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 		p.blocked = true
 		p.lastErr = err
 		failTxnLocked(p.txn, fmt.Errorf("partition %s: %w", p.tp, err))
-	case idx == 0 && datapath.Classify(err) == datapath.TooLarge:
+	case idx == 0 && kafkaerr.Classify(err) == kafkaerr.TooLarge:
 		pl.tooLargeLocked(p, b, err)
-	case idx == 0 && datapath.Classify(err) == datapath.Fatal:
+	case idx == 0 && kafkaerr.Classify(err) == kafkaerr.Fatal:
 		b.state = stUnsent
 		pl.stopLocked(p, err)
 	default:
@@ -421,17 +421,17 @@ func (pl *Pipeline) retryLocked(p *partition, b *outBatch, idx int, rp *kmsg.Pro
 	if idx > 0 {
 		pl.stats.laterErrs++
 	}
-	if datapath.IsAny(err, pidErrs) && (idx == 0 || !datapath.IsAny(err, headOnlyPIDErrs)) {
+	if kafkaerr.IsAny(err, pidErrs) && (idx == 0 || !kafkaerr.IsAny(err, headOnlyPIDErrs)) {
 		pl.needPID = true
 	}
-	if datapath.IsAny(err, metaErrs) || rp == nil {
+	if kafkaerr.IsAny(err, metaErrs) || rp == nil {
 		pl.needMeta = true
 	}
-	if datapath.TopicGone(err) {
+	if kafkaerr.TopicGone(err) {
 		gone = p.remote
 	}
 	p.lastErr = err
-	if idx == 0 || !datapath.IsAny(err, headOnlyPIDErrs) {
+	if idx == 0 || !kafkaerr.IsAny(err, headOnlyPIDErrs) {
 		p.retries++
 		p.retryAt = time.Now().Add(min(time.Duration(p.retries)*100*time.Millisecond, time.Second))
 		pl.touchLocked(p)

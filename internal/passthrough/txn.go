@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/progress"
 )
 
@@ -255,7 +256,7 @@ func (pl *Pipeline) fence(t *txnState, err error) {
 
 // fenceIf is fence if err says t was fenced.
 func (pl *Pipeline) fenceIf(t *txnState, err error) {
-	if err != nil && datapath.IsAny(err, fencedErrs) {
+	if err != nil && kafkaerr.IsAny(err, fencedErrs) {
 		pl.fence(t, err)
 	}
 }
@@ -635,7 +636,7 @@ func (pl *Pipeline) commitFailed(t *txnState, err error, unsure bool) error {
 	failTxnLocked(t, err)
 	t.unsure = t.unsure || unsure
 	pl.mu.Unlock()
-	if datapath.IsAny(err, fencedErrs) {
+	if kafkaerr.IsAny(err, fencedErrs) {
 		pl.fence(t, err)
 		return pl.Fatal()
 	}
@@ -707,7 +708,7 @@ func (pl *Pipeline) writeProgress(ctx context.Context, t *txnState, pid int64, e
 				err = kerr.UnknownTopicOrPartition
 			}
 			// Wrapped: a deleted offsets topic is made again
-			// (progress.TopicGone).
+			// (kafkaerr.TopicGone).
 			return fmt.Errorf("metadata of %s: %w", topic, err)
 		}
 		var errs []error
@@ -719,7 +720,7 @@ func (pl *Pipeline) writeProgress(ctx context.Context, t *txnState, pid int64, e
 			delete(byPart, part)
 		}
 		err = errors.Join(errs...)
-		if err == nil || try >= 10 || ctx.Err() != nil || datapath.IsAny(err, pidErrs) || datapath.Classify(err) == datapath.Fatal {
+		if err == nil || try >= 10 || ctx.Err() != nil || kafkaerr.IsAny(err, pidErrs) || kafkaerr.Classify(err) == kafkaerr.Fatal {
 			return err
 		}
 		time.Sleep(100 * time.Millisecond)

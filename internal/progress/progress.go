@@ -21,6 +21,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/readlog"
 	"github.com/kmirror/kmirror/internal/wire"
@@ -273,7 +274,7 @@ func (s *Store) Save(ctx context.Context, offsets map[TP]int64) error {
 	if err == nil {
 		return nil
 	}
-	if !TopicGone(err) {
+	if !kafkaerr.TopicGone(err) {
 		return fmt.Errorf("saving progress to %s: %w", s.topic, err)
 	}
 	// The topic was deleted on the target: made again with everything
@@ -430,7 +431,7 @@ func (s *Store) SaveTopicID(ctx context.Context, topic, id string) error {
 	if err == nil {
 		return nil
 	}
-	if !TopicGone(err) {
+	if !kafkaerr.TopicGone(err) {
 		return fmt.Errorf("saving topic ID to %s: %w", s.topic, err)
 	}
 	// Repair makes the topic again (or, if it is there, makes the

@@ -13,15 +13,9 @@ import (
 	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/wire"
 )
-
-// TopicGone reports whether err, from writing to a topic, means the target
-// does not know the topic: deleted, or deleted and created again (a kgo
-// producer keeps the topic ID it first saw).
-func TopicGone(err error) bool {
-	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)
-}
 
 // Problem says why the progress cannot be saved now (the topic is missing
 // on the target and could not be made again yet), or "" when it can.
@@ -51,7 +45,7 @@ func (s *Store) Check(ctx context.Context) error {
 }
 
 // Repair is called when writing progress failed because the target does
-// not know the offsets topic (TopicGone). If the topic was deleted, it
+// not know the offsets topic (kafkaerr.TopicGone). If the topic was deleted, it
 // creates it again, with its partition count and compaction, and writes
 // the progress and topic IDs this Store holds in memory (with
 // Options.Shared, the progress of the partitions it owns only, see
@@ -164,7 +158,7 @@ func (s *Store) rewrite(ctx context.Context) (int, error) {
 	s.acked = make(map[int32]int64) // the new topic's offsets start at 0
 	s.mu.Unlock()
 	// A topic created a moment ago may be unknown to some brokers.
-	if err := backoff.Retry(ctx, newTopicRetry, TopicGone, func() error {
+	if err := backoff.Retry(ctx, newTopicRetry, kafkaerr.TopicGone, func() error {
 		return s.produce(ctx, recs)
 	}); err != nil {
 		return 0, err

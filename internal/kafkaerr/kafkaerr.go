@@ -1,6 +1,10 @@
-package datapath
+// Package kafkaerr sorts errors from Kafka brokers and clients into the
+// classes kmirror acts on: retry or stop a produce, a topic the cluster no
+// longer knows, an error that passes by itself.
+package kafkaerr
 
 import (
+	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,7 +17,7 @@ type Class uint8
 const (
 	// Retry: sending again may succeed.
 	Retry Class = iota
-	// TooLarge: the target refused the batch as too large; each engine
+	// TooLarge: the target refused the batch as too large; the engine
 	// sends its records one at a time to stop exactly at a large one.
 	TooLarge
 	// Fatal: retrying cannot cure it; the partition stops, loudly,
@@ -51,11 +55,25 @@ func IsAny(err error, errs []error) bool {
 	return false
 }
 
-// goneErrs mean the target does not know the topic: deleted (and maybe
+// goneErrs mean the cluster does not know the topic: deleted (and maybe
 // created again, with a new topic ID).
 var goneErrs = []error{kerr.UnknownTopicOrPartition, kerr.UnknownTopicID}
 
-// TopicGone reports whether a produce error means the target does not
-// know the topic any more, so that topic sync checks the remote topics at
-// once instead of at the next refresh.
+// TopicGone reports whether err, from writing to a topic, means the
+// cluster does not know the topic any more: deleted, or deleted and
+// created again (a kgo producer keeps the topic ID it first saw).
 func TopicGone(err error) bool { return IsAny(err, goneErrs) }
+
+// Transient reports whether err may pass by itself: a retriable Kafka
+// error, or no answer at all (a broker that closed the connection or is
+// down, a request that timed out). A cancelled context is not.
+func Transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	return true
+}
