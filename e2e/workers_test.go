@@ -97,7 +97,7 @@ func workersTakeOver(t *testing.T, extra ...string) {
 		t.Errorf("%d partitions taken over after the kill, %d resumed from worker 1's progress; want some of each", taken, resumed)
 	}
 	// Every assigned partition is copied without the stall watchdog's help
-	// (datapath.Health restarts a partition that makes no progress).
+	// (health.Watcher restarts a partition that makes no progress).
 	for i, w := range []*proc{w1, w2} {
 		if n := strings.Count(w.log.String(), "partition stalled"); n > 0 {
 			t.Errorf("worker %d: %d partitions stalled and were restarted by the watchdog", i+1, n)

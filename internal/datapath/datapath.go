@@ -66,7 +66,7 @@ type Engine interface {
 	Run(ctx context.Context, drain time.Duration) error
 	// Restart fetches tp again from its progress, as if just assigned,
 	// when nothing of it is in flight or fetched and waiting; it reports
-	// whether it did. Health's watchdog calls it for stalled partitions.
+	// whether it did. The health watchdog (internal/health) calls it for stalled partitions.
 	Restart(ctx context.Context, tp progress.TP) bool
 	// Status returns the state of every assigned partition, sorted.
 	Status() []PartitionStatus
@@ -91,7 +91,7 @@ func Lane(tp progress.TP, n int) int {
 }
 
 // StatusAppender is an Engine that appends its Status to a slice the
-// caller keeps, so that a reader every few seconds (Health) reuses one
+// caller keeps, so that a reader every few seconds (internal/health) reuses one
 // buffer instead of allocating one of every partition.
 type StatusAppender interface {
 	AppendStatus(dst []PartitionStatus) []PartitionStatus

@@ -5,12 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
 )
 
@@ -91,58 +86,5 @@ func TestNotReady(t *testing.T) {
 		if got := NotReady([]PartitionStatus{{State: tt.state, Error: tt.err}}); got != tt.want {
 			t.Errorf("%s %q: not ready %d, want %d", tt.state, tt.err, got, tt.want)
 		}
-	}
-}
-
-// TestHealthHeld: partitions the flow holds back (Held) are watched with
-// the state they have, with their lag and a state series; once in the
-// engine, their state is the engine's at once, not the last check's.
-func TestHealthHeld(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New()
-	eng := &statusEngine{}
-	var mu sync.Mutex
-	held := []PartitionStatus{{Topic: "t", Partition: 0, Remote: "A.t", Done: -1, State: Fencing, Error: "refused"}}
-	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: m,
-		Held: func() []PartitionStatus { mu.Lock(); defer mu.Unlock(); return append([]PartitionStatus(nil), held...) }}, eng, slog.New(slog.DiscardHandler))
-	now := time.Now()
-	h.Check(ctx, now)
-	if st := h.Annotate(h.cfg.Held()); st[0].State != Fencing || st[0].Lag != 1 {
-		t.Errorf("held: %+v, want fencing with lag 1", st[0])
-	}
-	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "0", Fencing); got != 1 {
-		t.Errorf("fencing series %v, want 1", got)
-	}
-	h.Check(ctx, now.Add(time.Hour)) // held partitions never stall
-	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "0", Fencing); got != 1 || len(eng.restarts) != 0 {
-		t.Errorf("an hour later: fencing series %v, restarts %v; want 1, none", got, eng.restarts)
-	}
-
-	mu.Lock()
-	held = nil
-	mu.Unlock()
-	eng.mu.Lock()
-	eng.st = []PartitionStatus{{Topic: "t", Partition: 0, Remote: "A.t", Done: 0, State: Running}}
-	eng.mu.Unlock()
-	if st := h.Annotate(eng.Status()); st[0].State != Running {
-		t.Errorf("started, before a check: %s, want running", st[0].State)
-	}
-	h.Check(ctx, now.Add(time.Hour+time.Second))
-	if f, r := healthMetric(t, m, "kmirror_partition_state", "A.t", "0", Fencing), healthMetric(t, m, "kmirror_partition_state", "A.t", "0", Running); f != 0 || r != 1 {
-		t.Errorf("started: fencing series %v, running %v; want 0, 1", f, r)
 	}
 }

@@ -16,7 +16,7 @@ type PartitionStatus struct {
 	Error string `json:"error,omitempty"`
 	// SourceEnd is the source's last stable offset at the last health
 	// check (-1 unknown); Lag the records from Done to it; LagSeconds at
-	// least how long the oldest of them has waited (Health).
+	// least how long the oldest of them has waited (internal/health).
 	SourceEnd  int64   `json:"source_end"`
 	Lag        int64   `json:"lag"`
 	LagSeconds float64 `json:"lag_seconds"`
@@ -28,7 +28,7 @@ const (
 	Paused     = "paused"
 	Restarting = "restarting"
 	Stopped    = "stopped"
-	// Lagging and Stalled are named by Health: behind the source for
+	// Lagging and Stalled are named by internal/health: behind the source for
 	// long, or behind with no progress.
 	Lagging = "lagging"
 	Stalled = "stalled"
@@ -40,17 +40,6 @@ const (
 	Waiting = "waiting"
 	Fencing = "fencing"
 )
-
-// engineOwn reports whether state is one an engine or the flow names on
-// its own, which Health keeps: Health refines only running and
-// restarting.
-func engineOwn(state string) bool {
-	switch state {
-	case Stopped, Paused, Waiting, Fencing:
-		return true
-	}
-	return false
-}
 
 // StateOf names a partition's state; a stopped partition is stopped
 // whatever else holds, then a restarting one.
@@ -74,4 +63,23 @@ func SortStatus(out []PartitionStatus) {
 		}
 		return out[i].Partition < out[j].Partition
 	})
+}
+
+// NotReady counts the partitions in st that are stopped, stalled or
+// fencing, or waiting with an error (their remote topic cannot be made).
+// A partition waiting for the target to host it is not counted: that
+// takes seconds, and at most a few minutes before it is copied anyway.
+func NotReady(st []PartitionStatus) int {
+	n := 0
+	for _, s := range st {
+		switch s.State {
+		case Stopped, Stalled, Fencing:
+			n++
+		case Waiting:
+			if s.Error != "" {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/health"
 	"github.com/kmirror/kmirror/internal/offsetsync"
 	"github.com/kmirror/kmirror/internal/passthrough"
 	"github.com/kmirror/kmirror/internal/policy"
@@ -42,7 +43,7 @@ type running struct {
 	hooks              *groupHooks
 	store              *progress.Store
 	rep                datapath.Engine
-	health             *datapath.Health // watches rep's partitions
+	health             *health.Watcher // watches rep's partitions
 	syncer             *topicsync.Syncer
 	assigned           map[progress.TP]bool // single mode: partitions handed to rep
 	hosts              hosting              // partitions waiting for the target to host them
@@ -189,7 +190,7 @@ func (r *running) build(ctx context.Context) error {
 	r.rep = passthrough.New(ptc)
 	r.hooks.adapter.OwnFetches = true
 	r.hooks.adapter.Engine = r.rep
-	r.health = datapath.NewHealth(datapath.HealthConfig{
+	r.health = health.New(health.Config{
 		SourceAlias: c.Source, TargetAlias: c.Target, Source: r.srcAdmCl,
 		StallAfter: c.StallTimeout, LagAfter: c.LagThreshold, Metrics: f.m, Held: r.held,
 	}, r.rep, f.log)

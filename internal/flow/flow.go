@@ -19,6 +19,7 @@ import (
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/datapath"
+	"github.com/kmirror/kmirror/internal/health"
 	"github.com/kmirror/kmirror/internal/heartbeat"
 	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/metrics"
@@ -53,7 +54,7 @@ type Flow struct {
 
 	mu     sync.Mutex
 	rep    datapath.Engine                   // set once Run has assigned partitions
-	health *datapath.Health                  // with rep
+	health *health.Watcher                   // with rep
 	held   func() []datapath.PartitionStatus // with rep: partitions not in it yet
 	store  *progress.Store                   // with rep
 }

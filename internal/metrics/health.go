@@ -7,7 +7,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// Health holds the per-partition health metrics (internal/datapath.Health).
+// Health holds the per-partition health metrics (internal/health.Watcher).
 type Health struct {
 	// Partitions exports each watched partition's lag and state.
 	Partitions        *PartitionHealth

@@ -1,4 +1,4 @@
-package datapath
+package health
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/testkafka"
@@ -54,7 +55,7 @@ func TestLagOf(t *testing.T) {
 }
 
 func TestHealthStateOf(t *testing.T) {
-	h := NewHealth(HealthConfig{StallAfter: time.Minute, LagAfter: 30 * time.Second}, nil, nil)
+	h := New(Config{StallAfter: time.Minute, LagAfter: 30 * time.Second}, nil, nil)
 	now := time.Unix(1000, 0)
 	for _, tt := range []struct {
 		name   string
@@ -64,20 +65,20 @@ func TestHealthStateOf(t *testing.T) {
 		moved  time.Duration // ago
 		want   string
 	}{
-		{"caught up", Running, 0, 0, time.Hour, Running},
-		{"behind, moving", Running, 100, 5, time.Second, Running},
-		{"behind long, moving", Running, 100, 31, time.Second, Lagging},
-		{"behind, not moving", Running, 1, 0, time.Minute, Stalled},
-		{"paused stays paused", Paused, 100, 100, time.Hour, Paused},
-		{"stopped stays stopped", Stopped, 100, 100, time.Hour, Stopped},
-		{"waiting stays waiting", Waiting, 100, 100, time.Hour, Waiting},
-		{"fencing stays fencing", Fencing, 100, 100, time.Hour, Fencing},
-		{"restarting, not moving", Restarting, 1, 0, time.Hour, Stalled},
-		{"restarting, moving", Restarting, 1, 0, time.Second, Restarting},
+		{"caught up", datapath.Running, 0, 0, time.Hour, datapath.Running},
+		{"behind, moving", datapath.Running, 100, 5, time.Second, datapath.Running},
+		{"behind long, moving", datapath.Running, 100, 31, time.Second, datapath.Lagging},
+		{"behind, not moving", datapath.Running, 1, 0, time.Minute, datapath.Stalled},
+		{"paused stays paused", datapath.Paused, 100, 100, time.Hour, datapath.Paused},
+		{"stopped stays stopped", datapath.Stopped, 100, 100, time.Hour, datapath.Stopped},
+		{"waiting stays waiting", datapath.Waiting, 100, 100, time.Hour, datapath.Waiting},
+		{"fencing stays fencing", datapath.Fencing, 100, 100, time.Hour, datapath.Fencing},
+		{"restarting, not moving", datapath.Restarting, 1, 0, time.Hour, datapath.Stalled},
+		{"restarting, moving", datapath.Restarting, 1, 0, time.Second, datapath.Restarting},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &watch{lag: tt.lag, lagSec: tt.lagSec, movedAt: now.Add(-tt.moved)}
-			if got := h.stateOf(PartitionStatus{State: tt.engine}, w, now); got != tt.want {
+			if got := h.stateOf(datapath.PartitionStatus{State: tt.engine}, w, now); got != tt.want {
 				t.Errorf("state %s, want %s", got, tt.want)
 			}
 		})
@@ -86,19 +87,19 @@ func TestHealthStateOf(t *testing.T) {
 
 // statusEngine reports a fixed status and counts restarts.
 type statusEngine struct {
-	Engine
+	datapath.Engine
 	mu       sync.Mutex
-	st       []PartitionStatus
+	st       []datapath.PartitionStatus
 	restarts []progress.TP
 }
 
-func (e *statusEngine) Status() []PartitionStatus {
+func (e *statusEngine) Status() []datapath.PartitionStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]PartitionStatus(nil), e.st...)
+	return append([]datapath.PartitionStatus(nil), e.st...)
 }
 
-func (e *statusEngine) AppendStatus(dst []PartitionStatus) []PartitionStatus {
+func (e *statusEngine) AppendStatus(dst []datapath.PartitionStatus) []datapath.PartitionStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append(dst, e.st...)
@@ -135,18 +136,18 @@ func TestHealthCheck(t *testing.T) {
 	}
 	m := metrics.New()
 	var logs bytes.Buffer
-	eng := &statusEngine{st: []PartitionStatus{
-		{Topic: "t", Partition: 0, Remote: "A.t", Done: 4, State: Running},
-		{Topic: "t", Partition: 1, Remote: "A.t", Done: 4, State: Running, InFlight: 3},
+	eng := &statusEngine{st: []datapath.PartitionStatus{
+		{Topic: "t", Partition: 0, Remote: "A.t", Done: 4, State: datapath.Running},
+		{Topic: "t", Partition: 1, Remote: "A.t", Done: 4, State: datapath.Running, InFlight: 3},
 	}}
-	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Source: cl,
+	h := New(Config{SourceAlias: "A", TargetAlias: "B", Source: cl,
 		StallAfter: time.Minute, LagAfter: 30 * time.Second, Metrics: m}, eng, slog.New(slog.NewTextHandler(&logs, nil)))
 	t0 := time.Now()
 	state := func(p int) string { return h.Annotate(eng.Status())[p].State }
 
 	h.Check(ctx, t0)
 	st := h.Annotate(eng.Status())
-	if st[0].Lag != 5 || st[0].SourceEnd != 10 || st[0].State != Running || st[1].Lag != 5 {
+	if st[0].Lag != 5 || st[0].SourceEnd != 10 || st[0].State != datapath.Running || st[1].Lag != 5 {
 		t.Fatalf("after first check: %+v", st)
 	}
 	if got := healthMetric(t, m, "kmirror_partition_lag_records", "A.t", "0", ""); got != 5 {
@@ -155,24 +156,24 @@ func TestHealthCheck(t *testing.T) {
 
 	eng.set(0, 6, 0) // moved
 	h.Check(ctx, t0.Add(40*time.Second))
-	if got := state(0); got != Lagging {
+	if got := state(0); got != datapath.Lagging {
 		t.Errorf("p0 behind for 40 s, moving: %s, want lagging", got)
 	}
 	h.Check(ctx, t0.Add(90*time.Second)) // p0 still at 6 since 40 s: 50 s
-	if got := state(0); got != Lagging {
+	if got := state(0); got != datapath.Lagging {
 		t.Errorf("p0 not moved for 50 s: %s, want lagging", got)
 	}
 	h.Check(ctx, t0.Add(101*time.Second)) // p0 61 s, p1 101 s without moving
 	if len(eng.restarts) != 1 || eng.restarts[0] != (progress.TP{Topic: "t", Partition: 0}) {
 		t.Fatalf("restarts %v, want t:0 only (t:1 has records in flight)", eng.restarts)
 	}
-	if got := state(1); got != Stalled {
+	if got := state(1); got != datapath.Stalled {
 		t.Errorf("p1: %s, want stalled", got)
 	}
-	if n := NotReady(h.Annotate(eng.Status())); n != 2 {
+	if n := datapath.NotReady(h.Annotate(eng.Status())); n != 2 {
 		t.Errorf("not ready %d, want 2", n)
 	}
-	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "1", Stalled); got != 1 {
+	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "1", datapath.Stalled); got != 1 {
 		t.Errorf("state metric stalled %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(m.PartitionRestarts.WithLabelValues("A", "B", "A.t", "0", "stalled")); got != 1 {
@@ -187,7 +188,7 @@ func TestHealthCheck(t *testing.T) {
 	}
 	// Restarted but still not moving (the target is down): stalled, not
 	// ready, until it moves; /ready flapped to 200 here before.
-	if got := state(0); got != Stalled {
+	if got := state(0); got != datapath.Stalled {
 		t.Errorf("p0 restarted, not moving: %s, want stalled", got)
 	}
 
@@ -195,7 +196,7 @@ func TestHealthCheck(t *testing.T) {
 	eng.set(1, 9, 0)
 	h.Check(ctx, t0.Add(120*time.Second))
 	for p := 0; p < 2; p++ {
-		if got := state(p); got != Running {
+		if got := state(p); got != datapath.Running {
 			t.Errorf("p%d caught up: %s, want running", p, got)
 		}
 	}
@@ -282,11 +283,11 @@ func TestHealthFollowsPartitions(t *testing.T) {
 	for k, n := range want {
 		produce(k[:1], int32(k[2]-'0'), int(n))
 	}
-	part := func(k string) PartitionStatus {
-		return PartitionStatus{Topic: k[:1], Partition: int32(k[2] - '0'), Remote: "A." + k[:1], Done: -1, State: Running}
+	part := func(k string) datapath.PartitionStatus {
+		return datapath.PartitionStatus{Topic: k[:1], Partition: int32(k[2] - '0'), Remote: "A." + k[:1], Done: -1, State: datapath.Running}
 	}
 	eng := &statusEngine{}
-	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: metrics.New()}, eng, slog.New(slog.DiscardHandler))
+	h := New(Config{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: metrics.New()}, eng, slog.New(slog.DiscardHandler))
 	now := time.Now()
 	for _, step := range []struct {
 		name  string
@@ -368,7 +369,7 @@ func TestRequests(t *testing.T) {
 // TestListed: offsets land on their partitions whatever order the broker
 // answers in; a partition error has the leaders asked for again.
 func TestListed(t *testing.T) {
-	h := NewHealth(HealthConfig{}, nil, nil)
+	h := New(Config{}, nil, nil)
 	var ws []*watch
 	for _, k := range []string{"a/0", "a/1", "b/0", "b/1"} {
 		w := &watch{tp: progress.TP{Topic: k[:1], Partition: int32(k[2] - '0')}, leader: 1}
@@ -405,5 +406,62 @@ func TestListed(t *testing.T) {
 	h.listed([]answer{{l: &ls[0], resp: resp}}, func(*watch, int64) {})
 	if h.ends != nil {
 		t.Error("leaders kept after NOT_LEADER_FOR_PARTITION")
+	}
+}
+
+// TestHealthHeld: partitions the flow holds back (Held) are watched with
+// the state they have, with their lag and a state series; once in the
+// engine, their state is the engine's at once, not the last check's.
+func TestHealthHeld(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	eng := &statusEngine{}
+	var mu sync.Mutex
+	held := []datapath.PartitionStatus{{Topic: "t", Partition: 0, Remote: "A.t", Done: -1, State: datapath.Fencing, Error: "refused"}}
+	h := New(Config{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: m,
+		Held: func() []datapath.PartitionStatus {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]datapath.PartitionStatus(nil), held...)
+		}}, eng, slog.New(slog.DiscardHandler))
+	now := time.Now()
+	h.Check(ctx, now)
+	if st := h.Annotate(h.cfg.Held()); st[0].State != datapath.Fencing || st[0].Lag != 1 {
+		t.Errorf("held: %+v, want fencing with lag 1", st[0])
+	}
+	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "0", datapath.Fencing); got != 1 {
+		t.Errorf("fencing series %v, want 1", got)
+	}
+	h.Check(ctx, now.Add(time.Hour)) // held partitions never stall
+	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "0", datapath.Fencing); got != 1 || len(eng.restarts) != 0 {
+		t.Errorf("an hour later: fencing series %v, restarts %v; want 1, none", got, eng.restarts)
+	}
+
+	mu.Lock()
+	held = nil
+	mu.Unlock()
+	eng.mu.Lock()
+	eng.st = []datapath.PartitionStatus{{Topic: "t", Partition: 0, Remote: "A.t", Done: 0, State: datapath.Running}}
+	eng.mu.Unlock()
+	if st := h.Annotate(eng.Status()); st[0].State != datapath.Running {
+		t.Errorf("started, before a check: %s, want running", st[0].State)
+	}
+	h.Check(ctx, now.Add(time.Hour+time.Second))
+	if f, r := healthMetric(t, m, "kmirror_partition_state", "A.t", "0", datapath.Fencing), healthMetric(t, m, "kmirror_partition_state", "A.t", "0", datapath.Running); f != 0 || r != 1 {
+		t.Errorf("started: fencing series %v, running %v; want 0, 1", f, r)
 	}
 }

@@ -1,4 +1,4 @@
-package datapath
+package health
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 )
 
@@ -34,10 +35,10 @@ func BenchmarkHealthCheck(b *testing.B) {
 	eng := &statusEngine{}
 	for _, t := range topics {
 		for p := range int32(5) {
-			eng.st = append(eng.st, PartitionStatus{Topic: t, Partition: p, Remote: "A." + t, Done: -1, State: Running})
+			eng.st = append(eng.st, datapath.PartitionStatus{Topic: t, Partition: p, Remote: "A." + t, Done: -1, State: datapath.Running})
 		}
 	}
-	h := NewHealth(HealthConfig{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: metrics.New()},
+	h := New(Config{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: metrics.New()},
 		eng, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx := context.Background()
 	now := time.Now()

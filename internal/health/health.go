@@ -1,4 +1,8 @@
-package datapath
+// Package health watches the partitions of one engine: how far each is
+// behind the source, in records and seconds, and whether its progress
+// moves. It names each partition's state for status, metrics and
+// readiness, and restarts a stalled partition (the watchdog).
+package health
 
 import (
 	"context"
@@ -11,18 +15,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
 )
 
-// Defaults of HealthConfig.
+// Defaults of Config.
 const (
 	DefaultStallAfter = 60 * time.Second
 	DefaultLagAfter   = 30 * time.Second
 )
 
-// HealthConfig tunes a Health.
-type HealthConfig struct {
+// Config tunes a Watcher.
+type Config struct {
 	SourceAlias, TargetAlias string
 	// Source lists the source partitions' offsets (an admin client).
 	Source *kgo.Client
@@ -37,10 +42,10 @@ type HealthConfig struct {
 	// Held, if set, lists the flow's partitions that are not in the
 	// engine yet (waiting, fencing): watched and reported like the
 	// others, in the state they have.
-	Held func() []PartitionStatus
+	Held func() []datapath.PartitionStatus
 }
 
-// Health watches the partitions of one engine: how far each is behind the
+// Watcher watches the partitions of one engine: how far each is behind the
 // source's last stable offset, in records and in seconds, and whether its
 // progress moves. It names each partition's state (running, lagging,
 // stalled, besides the engine's own paused, restarting and stopped) for
@@ -48,12 +53,12 @@ type HealthConfig struct {
 // with nothing in flight is restarted from its progress, which gets a
 // partition going again that its engine stopped fetching (a lost fetch
 // position, a consumer that holds data it never hands out).
-type Health struct {
-	cfg HealthConfig
-	eng Engine
+type Watcher struct {
+	cfg Config
+	eng datapath.Engine
 	log *slog.Logger
 
-	st []PartitionStatus // the engine's status, kept between checks (Check only)
+	st []datapath.PartitionStatus // the engine's status, kept between checks (Check only)
 
 	mu     sync.Mutex
 	parts  map[progress.TP]*watch
@@ -71,7 +76,7 @@ type listing struct {
 	first  map[string]int // index in ws of each topic's first partition
 }
 
-// watch is what Health knows of one partition.
+// watch is what Watcher knows of one partition.
 type watch struct {
 	tp      progress.TP
 	leader  int32     // source leader, from the last metadata asked; -1 unknown
@@ -103,8 +108,8 @@ type sample struct {
 // maxSamples bounds the end offsets kept per partition.
 const maxSamples = 64
 
-// NewHealth watches eng's partitions.
-func NewHealth(cfg HealthConfig, eng Engine, log *slog.Logger) *Health {
+// New watches eng's partitions.
+func New(cfg Config, eng datapath.Engine, log *slog.Logger) *Watcher {
 	if cfg.StallAfter <= 0 {
 		cfg.StallAfter = DefaultStallAfter
 	}
@@ -114,7 +119,7 @@ func NewHealth(cfg HealthConfig, eng Engine, log *slog.Logger) *Health {
 	if cfg.Interval <= 0 {
 		cfg.Interval = min(cfg.StallAfter/4, 5*time.Second)
 	}
-	h := &Health{cfg: cfg, eng: eng, log: log, parts: make(map[progress.TP]*watch)}
+	h := &Watcher{cfg: cfg, eng: eng, log: log, parts: make(map[progress.TP]*watch)}
 	if cfg.Metrics != nil {
 		cfg.Metrics.Partitions.Add(h)
 	}
@@ -122,7 +127,7 @@ func NewHealth(cfg HealthConfig, eng Engine, log *slog.Logger) *Health {
 }
 
 // Run checks every Interval until ctx ends.
-func (h *Health) Run(ctx context.Context) {
+func (h *Watcher) Run(ctx context.Context) {
 	t := time.NewTicker(h.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -144,7 +149,7 @@ func (h *Health) Run(ctx context.Context) {
 // or an error), and the log start only of those behind (of one caught up,
 // the lag is 0 whatever the log start). Metrics read the last check's
 // values when scraped. Checks run one at a time.
-func (h *Health) Check(ctx context.Context, now time.Time) {
+func (h *Watcher) Check(ctx context.Context, now time.Time) {
 	st := h.status()
 	if h.track(st, now) {
 		lctx, cancel := context.WithTimeout(ctx, h.cfg.Interval)
@@ -158,13 +163,13 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 			h.mu.Unlock()
 		}
 	}
-	var restart []PartitionStatus
+	var restart []datapath.PartitionStatus
 	h.mu.Lock()
 	for i, s := range st {
 		w := h.order[i]
 		w.lag, w.lagSec = w.lagOf(now)
 		w.state = h.stateOf(s, w, now)
-		if w.state == Stalled && s.InFlight == 0 && now.Sub(w.restartAt) >= h.cfg.StallAfter {
+		if w.state == datapath.Stalled && s.InFlight == 0 && now.Sub(w.restartAt) >= h.cfg.StallAfter {
 			restart = append(restart, s)
 			w.restartAt = now // give the restart a whole StallAfter
 		}
@@ -185,9 +190,9 @@ func (h *Health) Check(ctx context.Context, now time.Time) {
 }
 
 // status returns the engine's status, in the buffer of the last check
-// when the engine can fill one (StatusAppender).
-func (h *Health) status() []PartitionStatus {
-	if a, ok := h.eng.(StatusAppender); ok {
+// when the engine can fill one (datapath.StatusAppender).
+func (h *Watcher) status() []datapath.PartitionStatus {
+	if a, ok := h.eng.(datapath.StatusAppender); ok {
 		h.st = a.AppendStatus(h.st[:0])
 	} else {
 		h.st = append(h.st[:0], h.eng.Status()...)
@@ -201,7 +206,7 @@ func (h *Health) status() []PartitionStatus {
 // track watches the partitions of st, in st's order (h.order), forgets
 // those no longer in it and notes progress that moved; it reports whether
 // there is any partition to list.
-func (h *Health) track(st []PartitionStatus, now time.Time) bool {
+func (h *Watcher) track(st []datapath.PartitionStatus, now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.checks++
@@ -231,7 +236,7 @@ func (h *Health) track(st []PartitionStatus, now time.Time) bool {
 // lookup returns the watch of topic and partition, found at index i of
 // order when that status is in the same order as the last one (then
 // without hashing); nil when it is not watched. h.mu is held.
-func (h *Health) lookup(order []*watch, i int, topic string, partition int32) *watch {
+func (h *Watcher) lookup(order []*watch, i int, topic string, partition int32) *watch {
 	if i < len(order) {
 		if w := order[i]; w.tp.Partition == partition && w.tp.Topic == topic {
 			return w
@@ -243,7 +248,7 @@ func (h *Health) lookup(order []*watch, i int, topic string, partition int32) *w
 // locate returns the requests for the last stable offsets of every
 // watched partition, one per leader. After partitions or leaders changed
 // it asks the source for the leaders first (one metadata request).
-func (h *Health) locate(ctx context.Context) []listing {
+func (h *Watcher) locate(ctx context.Context) []listing {
 	h.mu.Lock()
 	if h.ends != nil {
 		defer h.mu.Unlock()
@@ -331,7 +336,7 @@ type answer struct {
 
 // list sends the requests of ls, to their brokers at once, and returns
 // the answers.
-func (h *Health) list(ctx context.Context, ls []listing) []answer {
+func (h *Watcher) list(ctx context.Context, ls []listing) []answer {
 	out := make([]answer, len(ls))
 	var wg sync.WaitGroup
 	for i := range ls {
@@ -349,7 +354,7 @@ func (h *Health) list(ctx context.Context, ls []listing) []answer {
 }
 
 // watch starts watching the partition of s, with its metric series.
-func (h *Health) watch(s PartitionStatus, now time.Time) *watch {
+func (h *Watcher) watch(s datapath.PartitionStatus, now time.Time) *watch {
 	w := &watch{tp: progress.TP{Topic: s.Topic, Partition: s.Partition}, leader: -1, done: s.Done, movedAt: now, end: -1}
 	if m := h.cfg.Metrics; m != nil {
 		w.series = m.Partitions.Series(h.cfg.SourceAlias, h.cfg.TargetAlias, s.Remote, strconv.Itoa(int(s.Partition)), States)
@@ -361,7 +366,7 @@ func (h *Health) watch(s PartitionStatus, now time.Time) *watch {
 // answers list without error. A failed request or a partition error (a
 // leader that moved, most likely) has the leaders asked for again at the
 // next check. h.mu is held.
-func (h *Health) listed(as []answer, set func(*watch, int64)) {
+func (h *Watcher) listed(as []answer, set func(*watch, int64)) {
 	for _, a := range as {
 		if a.err != nil {
 			h.ends = nil
@@ -397,7 +402,7 @@ func (h *Health) listed(as []answer, set func(*watch, int64)) {
 
 // behind takes the last stable offsets that ends listed and returns the
 // watched partitions that have not copied up to theirs.
-func (h *Health) behind(ends []answer, now time.Time) []*watch {
+func (h *Watcher) behind(ends []answer, now time.Time) []*watch {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.listed(ends, func(w *watch, end int64) {
@@ -443,22 +448,33 @@ func (w *watch) lagOf(now time.Time) (int64, float64) {
 // as the engine or flow says; stalled when behind with no progress for
 // StallAfter, also while the engine retries (restarting); then
 // restarting, lagging or running.
-func (h *Health) stateOf(s PartitionStatus, w *watch, now time.Time) string {
+func (h *Watcher) stateOf(s datapath.PartitionStatus, w *watch, now time.Time) string {
 	switch {
 	case engineOwn(s.State):
 		return s.State
 	case w.lag > 0 && now.Sub(w.movedAt) >= h.cfg.StallAfter:
-		return Stalled
-	case s.State != Running:
+		return datapath.Stalled
+	case s.State != datapath.Running:
 		return s.State
 	case w.lag > 0 && w.lagSec >= h.cfg.LagAfter.Seconds():
-		return Lagging
+		return datapath.Lagging
 	}
-	return Running
+	return datapath.Running
 }
 
-// Annotate adds what Health knows (lag, state) to an engine's status.
-func (h *Health) Annotate(st []PartitionStatus) []PartitionStatus {
+// engineOwn reports whether state is one an engine or the flow names on
+// its own, which the Watcher keeps: it refines only running and
+// restarting.
+func engineOwn(state string) bool {
+	switch state {
+	case datapath.Stopped, datapath.Paused, datapath.Waiting, datapath.Fencing:
+		return true
+	}
+	return false
+}
+
+// Annotate adds what Watcher knows (lag, state) to an engine's status.
+func (h *Watcher) Annotate(st []datapath.PartitionStatus) []datapath.PartitionStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := range st {
@@ -475,11 +491,11 @@ func (h *Health) Annotate(st []PartitionStatus) []PartitionStatus {
 }
 
 // States lists every partition state, for the state metric.
-var States = []string{Running, Lagging, Stalled, Paused, Restarting, Stopped, Waiting, Fencing}
+var States = []string{datapath.Running, datapath.Lagging, datapath.Stalled, datapath.Paused, datapath.Restarting, datapath.Stopped, datapath.Waiting, datapath.Fencing}
 
 // ReportHealth reports the lag and state of every checked partition
 // (metrics.HealthReporter).
-func (h *Health) ReportHealth(report func(s *metrics.HealthSeries, lag int64, lagSeconds float64, state int)) {
+func (h *Watcher) ReportHealth(report func(s *metrics.HealthSeries, lag int64, lagSeconds float64, state int)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range h.parts {
@@ -496,7 +512,7 @@ func (h *Health) ReportHealth(report func(s *metrics.HealthSeries, lag int64, la
 }
 
 // forget drops every partition, and so their metric series.
-func (h *Health) forget() {
+func (h *Watcher) forget() {
 	if m := h.cfg.Metrics; m != nil {
 		m.Partitions.Remove(h)
 	}
@@ -508,30 +524,11 @@ func (h *Health) forget() {
 
 // forgetLocked drops the partitions not seen by Check number check (and
 // so their metric series); h.mu is held.
-func (h *Health) forgetLocked(check int64) {
+func (h *Watcher) forgetLocked(check int64) {
 	for tp, w := range h.parts {
 		if w.seen != check {
 			delete(h.parts, tp)
 			h.ends = nil
 		}
 	}
-}
-
-// NotReady counts the partitions in st that are stopped, stalled or
-// fencing, or waiting with an error (their remote topic cannot be made).
-// A partition waiting for the target to host it is not counted: that
-// takes seconds, and at most a few minutes before it is copied anyway.
-func NotReady(st []PartitionStatus) int {
-	n := 0
-	for _, s := range st {
-		switch s.State {
-		case Stopped, Stalled, Fencing:
-			n++
-		case Waiting:
-			if s.Error != "" {
-				n++
-			}
-		}
-	}
-	return n
 }
