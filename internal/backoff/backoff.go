@@ -1,6 +1,7 @@
 // Package backoff retries an operation with a doubling wait: the loop that
 // waits for a topic created a moment ago to reach every broker, or for a
-// retriable error to pass.
+// retriable error to pass. Loops that do not block (the engine's request
+// loop) take the wait from Policy.Delay and come back when it has passed.
 package backoff
 
 import (
@@ -36,4 +37,14 @@ func Retry(ctx context.Context, p Policy, retry func(error) bool, op func() erro
 		}
 		wait = min(2*wait, p.Max)
 	}
+}
+
+// Delay returns the wait after the n-th failed attempt in a row (n >= 1):
+// First, doubled for each attempt after it, up to Max.
+func (p Policy) Delay(n int) time.Duration {
+	d := p.First
+	for i := 1; i < n && d < p.Max; i++ {
+		d *= 2
+	}
+	return min(d, p.Max)
 }

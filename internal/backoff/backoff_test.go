@@ -65,3 +65,22 @@ func TestRetry(t *testing.T) {
 		})
 	}
 }
+
+func TestDelay(t *testing.T) {
+	p := Policy{First: 100 * time.Millisecond, Max: 30 * time.Second}
+	for _, tt := range []struct {
+		n    int
+		want time.Duration
+	}{
+		{1, 100 * time.Millisecond},
+		{2, 200 * time.Millisecond},
+		{5, 1600 * time.Millisecond},
+		{9, 25600 * time.Millisecond},
+		{10, 30 * time.Second},
+		{1000, 30 * time.Second}, // no overflow
+	} {
+		if got := p.Delay(tt.n); got != tt.want {
+			t.Errorf("Delay(%d) = %v, want %v", tt.n, got, tt.want)
+		}
+	}
+}

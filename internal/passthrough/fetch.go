@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/progress"
@@ -568,6 +569,10 @@ func maxTimestamp(raw []byte) int64 {
 	return b.MaxTimestamp
 }
 
+// badBatchBackoff is how long a partition waits before it fetches a batch
+// that failed its check again.
+var badBatchBackoff = backoff.Policy{First: 100 * time.Millisecond, Max: 30 * time.Second}
+
 // badBatchLocked backs p off after a source batch at offset failed its
 // check: fetched again after 100 ms, doubling up to 30 s, counted and shown
 // in status, logged as pl.Logs lets (the first failure, then at every power
@@ -575,7 +580,7 @@ func maxTimestamp(raw []byte) int64 {
 func (pl *Pipeline) badBatchLocked(p *partition, offset int64, err error) {
 	p.badBatches++
 	n := p.badBatches
-	p.retryAt = time.Now().Add(min(100*time.Millisecond<<min(n-1, 9), 30*time.Second))
+	p.retryAt = time.Now().Add(badBatchBackoff.Delay(n))
 	p.lastErr = fmt.Errorf("source batch at offset %d: %w", offset, err)
 	pl.cfg.Metrics.SourceBatchErrors.With(p.labels).Inc()
 	pl.Logs.Log(pl.cfg.Log, slog.LevelError, "unreadable source batch|"+p.tp.Topic+"|"+strconv.Itoa(int(p.tp.Partition)),

@@ -723,7 +723,11 @@ func (pl *Pipeline) writeProgress(ctx context.Context, t *txnState, pid int64, e
 		if err == nil || try >= 10 || ctx.Err() != nil || kafkaerr.IsAny(err, pidErrs) || kafkaerr.Classify(err) == kafkaerr.Fatal {
 			return err
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
