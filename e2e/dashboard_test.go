@@ -126,6 +126,22 @@ func TestDashboard(t *testing.T) {
 		}
 		return s
 	}
+	// click clicks the element css names, in one script: the page
+	// re-renders its rows at every poll, so a node found by one DevTools
+	// call can be gone by the next (chromedp.Click failed so at load 38).
+	click := func(what, css string) {
+		t.Helper()
+		js := `(() => { const e = document.querySelector(` + strconv.Quote(css) + `); if (!e) return false; e.click(); return true; })()`
+		waitFor(t, 20*time.Second, "the page to "+what, func() bool {
+			c, cancel := context.WithTimeout(bctx, 10*time.Second)
+			defer cancel()
+			done, err := chromedp.Run(c, chromedp.Evaluate[bool](js))
+			if err != nil {
+				t.Fatalf("chromium: %s: %v", what, err)
+			}
+			return done
+		})
+	}
 	number := func(text string) float64 {
 		n, err := strconv.ParseFloat(strings.ReplaceAll(text, ",", ""), 64)
 		if err != nil {
@@ -190,7 +206,7 @@ func TestDashboard(t *testing.T) {
 	}
 	t.Logf("screenshot: %s (%d bytes)", out, len(png))
 
-	run("click Pause", chromedp.Click(chromedp.CSS(`#flows button.pause`)))
+	click("click Pause", `#flows button.pause`)
 	waitFor(t, 20*time.Second, "GET /status says paused after the page's Pause", func() bool { return restState() == "paused" })
 	waitFor(t, 20*time.Second, "the page shows paused and offers Resume", func() bool {
 		s = show()
@@ -210,7 +226,7 @@ func TestDashboard(t *testing.T) {
 	if _, err := a.Admin(t).DeleteRecords(ctx(t), del); err != nil {
 		t.Fatal(err)
 	}
-	run("click Resume", chromedp.Click(chromedp.CSS(`#flows button.resume`)))
+	click("click Resume", `#flows button.resume`)
 	waitFor(t, 20*time.Second, "GET /status says running after the page's Resume", func() bool { return restState() == "running" })
 	waitFor(t, 30*time.Second, "the page shows the gap and its error", func() bool {
 		s = show()
