@@ -452,14 +452,22 @@ func (r *running) checkTopicID(ctx context.Context, t topicsync.Topic) error {
 	}
 	if ok {
 		reset := make(map[progress.TP]int64)
+		logged := false
 		for p := int32(0); p < t.Partitions; p++ {
 			tp := progress.TP{Topic: t.Name, Partition: p}
 			last, had := store.Get(tp)
 			reset[tp] = -1
 			if had {
+				logged = true
 				f.log.Error("source topic was deleted and re-created: records of the old topic after the last copied offset are lost; replicating the new topic from its start",
 					"topic", t.Name, "partition", p, "last_copied", last, "old_id", old, "new_id", t.ID)
 			}
+		}
+		if !logged {
+			// Re-created before any progress of the old topic was
+			// saved: what was copied of it is not known here.
+			f.log.Warn("source topic was deleted and re-created before any of its progress was saved; replicating the new topic from its start",
+				"topic", t.Name, "old_id", old, "new_id", t.ID)
 		}
 		f.m.TopicsRecreated.WithLabelValues(f.cfg.Source, f.cfg.Target, t.Name).Inc()
 		// The data path rewinds first: until then its progress saves
