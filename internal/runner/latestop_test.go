@@ -100,9 +100,14 @@ func TestReloadRestartStopBounded(t *testing.T) {
 				}
 
 				close(release) // the old A->B stops at last
+				// Status says starting before the flow's goroutine calls
+				// runFlow: wait for both.
 				testwait.For(t, time.Minute, "A->B started again", func() bool {
 					st, _ := stateOf(statusWithin(t, r), "A->B")
-					return st.State == "starting" && st.Problem == ""
+					mu.Lock()
+					again := runs >= 2
+					mu.Unlock()
+					return st.State == "starting" && st.Problem == "" && again
 				})
 				mu.Lock()
 				if runs != 2 || sources[1] != tt.wantA {
