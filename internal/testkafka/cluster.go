@@ -209,10 +209,12 @@ func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
 // ReadAll returns the records of every partition of topic, from the log
 // start up to the end offsets at call time, as a read_committed consumer
 // sees them (no aborted or control records), sorted by partition then
-// offset. If a transaction is open, it reads up to where it starts.
+// offset. If a transaction is open, it reads up to where it starts. It
+// gives up after 3 minutes (a cluster that has just restarted recovers its
+// logs first).
 func (c *Cluster) ReadAll(t testing.TB, topic string) []*kgo.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	adm := c.Admin(t)
 	// While a node is down or restarting its partitions may have no
