@@ -12,10 +12,10 @@ TEST_PARALLEL ?= 4
 TEST_FLAGS ?=
 PKGS ?= ./...
 # make test runs the longest packages first, so that the rest fill the
-# other slots beside them. Three test binaries at once (go test's default
-# is one per core): e2e mostly waits, and alone it takes as long as all
-# the other packages one after another (ci14: 546 s against ~640 s).
-TEST_P ?= 3
+# other slot beside them: two test binaries at once, one per core. Three
+# (ci15) made every package slower (e2e 13m30s, passthrough 8m41s against
+# 9m06s and 2m50s with two) and the whole run longer.
+TEST_P ?= 2
 TEST_PKGS ?= ./e2e ./robustness ./internal/passthrough ./mirrorclient ./internal/topicsync ./internal/testkafka ./internal/clients ./internal/checkpoint ./...
 # Tests make test leaves to another target: bench/harness TestQuickKB, the
 # benchmark harness's smoke run (kmirror twice and Apache MM2 on a 100k
