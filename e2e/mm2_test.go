@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -18,6 +19,16 @@ import (
 // startMM2 runs Apache MirrorMaker 2 (dedicated mode) from the Maven jars.
 func startMM2(t *testing.T, cfg string, clusters ...string) *proc {
 	t.Helper()
+	// MM2 reads a copy with testkafka.MM2FastStart's lines; the caller's
+	// file may go to kmirror next.
+	props, err := os.ReadFile(cfg)
+	if err == nil {
+		cfg = filepath.Join(t.TempDir(), filepath.Base(cfg))
+		err = os.WriteFile(cfg, append(props, testkafka.MM2FastStart(string(props))...), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	args := []string{"-Xms128m", "-Xmx768m", "-XX:TieredStopAtLevel=1", "-cp", filepath.Join(testkafka.Libs(t), "*"),
 		"org.apache.kafka.connect.mirror.MirrorMaker", cfg}
 	if len(clusters) > 0 {

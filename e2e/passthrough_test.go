@@ -27,6 +27,7 @@ import (
 	"github.com/kmirror/kmirror/internal/progress"
 	"github.com/kmirror/kmirror/internal/readlog"
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/testwait"
 	"github.com/kmirror/kmirror/internal/wire"
 )
 
@@ -478,7 +479,7 @@ func TestPassthroughThroughput(t *testing.T) {
 		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
 		t0 := time.Now()
 		stop := start(src, remote)
-		waitForQuick(t, 5*time.Minute, func() bool {
+		testwait.Every(t, 5*time.Minute, 20*time.Millisecond, "the records on the target", func() bool {
 			ends, err := adm.ListEndOffsets(ctx(t), remote)
 			if err != nil {
 				return false
@@ -505,16 +506,4 @@ func TestPassthroughThroughput(t *testing.T) {
 		r := s.start(t)
 		return func() { r.stop(t) }
 	})
-}
-
-// waitForQuick polls cond every 20 ms.
-func waitForQuick(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v", timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

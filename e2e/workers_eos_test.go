@@ -95,9 +95,7 @@ func workersExactlyOnce(t *testing.T, extra ...string) {
 	// slots to worker 3, whose producers fence it. Then it resumes, with a
 	// transaction open from before the stop, and must not commit it.
 	before = owns(w3)
-	if err := w2.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	stopWithOpenTransaction(t, w2, b, remote)
 	waitFor(t, 60*time.Second, "worker 3 to take the stopped worker's slots", func() bool { return owns(w3) > before })
 	waitGrowth(t, 60*time.Second, "records copied while worker 2 is stopped", copied, 1000)
 	if err := w2.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -148,4 +146,66 @@ func workersExactlyOnce(t *testing.T, extra ...string) {
 	// records, in order, key and value the same.
 	sameRecords(t, want, got, "")
 	dataPathRan(t, extra, w1, w2, w3)
+}
+
+// stopWithOpenTransaction stops w with SIGSTOP while a transaction of
+// its is open on the target: one of the partitions it was last assigned
+// holds records past the last stable offset. Stopped between a commit
+// and its next batch, w would have nothing to commit when resumed, and
+// nothing to be fenced on (a loaded run saw that); then it is resumed
+// and stopped again a moment later. It checks at once after the stop,
+// before the group's session timeout gives w's slots away (which aborts
+// the transaction).
+func stopWithOpenTransaction(t *testing.T, w *proc, b *testkafka.Cluster, remote string) {
+	t.Helper()
+	adm := b.Admin(t)
+	for try := 1; ; try++ {
+		if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		owned := ownedPartitions(w.log.String())
+		hw, err1 := adm.ListEndOffsets(ctx(t), remote)
+		lso, err2 := adm.ListCommittedOffsets(ctx(t), remote)
+		open := 0
+		if err1 == nil && err2 == nil {
+			for p := range owned {
+				h, _ := hw.Lookup(remote, p)
+				l, _ := lso.Lookup(remote, p)
+				if h.Offset > l.Offset {
+					open++
+				}
+			}
+		}
+		if open > 0 {
+			t.Logf("stopped with a transaction open on %d of its %d partitions (try %d)", open, len(owned), try)
+			return
+		}
+		if try == 10 {
+			t.Fatalf("no transaction of the worker open on the target in %d tries (partitions %v; errors %v %v)", try, owned, err1, err2)
+		}
+		if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// ownedPartitions returns the partitions a worker's log says it was
+// assigned since it last handed its partitions back.
+func ownedPartitions(log string) map[int32]bool {
+	owned := make(map[int32]bool)
+	for _, l := range strings.Split(log, "\n") {
+		switch {
+		case strings.Contains(l, "partitions handed back to the group"):
+			clear(owned)
+		case strings.Contains(l, "partition assigned to this worker"):
+			if _, rest, ok := strings.Cut(l, " partition="); ok {
+				n, _, _ := strings.Cut(rest, " ")
+				if p, err := strconv.Atoi(n); err == nil {
+					owned[int32(p)] = true
+				}
+			}
+		}
+	}
+	return owned
 }

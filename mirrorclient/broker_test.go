@@ -144,7 +144,7 @@ logger.clients.level = WARN
 func startMM2(t *testing.T, props string, clusters ...string) {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "mm2.properties")
-	if err := os.WriteFile(cfg, []byte(props), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(props+testkafka.MM2FastStart(props)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	log4j := filepath.Join(t.TempDir(), "log4j2.properties")

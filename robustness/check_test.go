@@ -120,8 +120,11 @@ func TestCheckCheckpoints(t *testing.T) {
 		{"behind is fine", []checkpoint{cp(14, 2)}, ""},
 		{"ahead", []checkpoint{cp(12, 4)}, "ahead of the data"},
 		{"beyond the end", []checkpoint{cp(20, 5)}, "beyond the target's end"},
-		{"upstream back", []checkpoint{cp(12, 3), cp(11, 3)}, "went back"},
+		// The group's offset went back: MM2's rule emits the rewind.
+		{"both back (a rewind)", []checkpoint{cp(14, 4), cp(12, 3)}, ""},
+		{"upstream back, downstream on", []checkpoint{cp(12, 2), cp(11, 3)}, "went back"},
 		{"downstream back", []checkpoint{cp(12, 3), cp(12, 2)}, "went back"},
+		{"downstream back, upstream on", []checkpoint{cp(12, 3), cp(14, 2)}, "went back"},
 	}
 	for _, tt := range tests {
 		got := strings.Join(checkCheckpoints(tt.cps, srcOffset, 4), "; ")

@@ -118,7 +118,8 @@ func (r *Run) logf(format string, args ...any) {
 
 // Execute runs the whole thing: clusters, workers, traffic, faults, then
 // the checks, which fail t.
-func Execute(t *testing.T, opts Options) Result {
+func Execute(tt *testing.T, opts Options) Result {
+	t := &failT{TB: tt}
 	if opts.FaultGap <= 0 {
 		opts.FaultGap = 12 * time.Second
 	}
@@ -144,6 +145,9 @@ func Execute(t *testing.T, opts Options) Result {
 			t.Logf("worker configs and logs kept in %s", dir)
 			for _, w := range r.workers {
 				t.Logf("%v log tail:\n%s", w, tail(w.logPath, 60))
+			}
+			for _, m := range t.failures() {
+				t.Logf("FAILED (said above, before the logs): %s", m)
 			}
 		} else {
 			os.RemoveAll(dir)
@@ -289,7 +293,7 @@ func (r *Run) crashed(w *worker, status string) {
 
 // startProxies puts a proxy in front of every broker of both clusters;
 // kmirror reaches the brokers only through them.
-func (r *Run) startProxies(t *testing.T) {
+func (r *Run) startProxies(t testing.TB) {
 	for name, c := range map[string]*testkafka.Cluster{"source": r.src, "target": r.dst} {
 		for listen, target := range c.ProxyTargets() {
 			p, err := latproxy.Start(latproxy.Options{Listen: listen, Target: target, QueueBytes: 8 << 20})
@@ -303,7 +307,7 @@ func (r *Run) startProxies(t *testing.T) {
 }
 
 // writeConfig writes the workers' MM2 properties file.
-func (r *Run) writeConfig(t *testing.T, bin string) string {
+func (r *Run) writeConfig(t testing.TB, bin string) string {
 	var topics []string
 	for _, ts := range initialTopics() {
 		topics = append(topics, ts.name)

@@ -18,18 +18,23 @@ import (
 
 // TestCreateTopicRetried: a worker that starts leading a flow while the
 // target cannot create topics (no answer in time, no controller) waits
-// for it instead of stopping the flow, and with it the worker; a refusal
-// that will not pass ends the task with the key to fix.
+// for it instead of stopping the flow, and with it the worker; so does a
+// replication factor the cluster has the brokers for. A refusal that will
+// not pass ends the task with the key to fix.
 func TestCreateTopicRetried(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		code     int16
 		failures int64
+		rf       int16  // of the checkpoints topic; 1 (the fake's one broker) if 0
 		wantErr  string // "" means the task runs
 	}{
 		{name: "request timed out", code: kerr.RequestTimedOut.Code, failures: 3},
 		{name: "no leader yet", code: kerr.LeaderNotAvailable.Code, failures: 2},
-		{name: "replication factor refused", code: kerr.InvalidReplicationFactor.Code, failures: 1 << 20, wantErr: "checkpoints.topic.replication.factor"},
+		// The cluster has the broker: refused while it is in controlled
+		// shutdown (a rolling restart).
+		{name: "replication factor refused for now", code: kerr.InvalidReplicationFactor.Code, failures: 3},
+		{name: "replication factor larger than the cluster", code: kerr.InvalidReplicationFactor.Code, failures: 1 << 20, rf: 3, wantErr: "checkpoints.topic.replication.factor"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			src, _ := testkafka.Fake(t)
@@ -50,6 +55,9 @@ func TestCreateTopicRetried(t *testing.T) {
 				return resp, nil, true
 			})
 			f := testFlow(src.ListenAddrs(), dst.ListenAddrs(), "exact")
+			if tt.rf > 0 {
+				f.CheckpointsTopicReplicationFactor = tt.rf
+			}
 			task, err := New(Config{Flow: f, Metrics: metrics.New()})
 			if err != nil {
 				t.Fatal(err)

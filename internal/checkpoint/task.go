@@ -19,7 +19,6 @@ import (
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/internaltopic"
-	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/lograte"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
@@ -263,7 +262,7 @@ func (t *Task) createTopic(ctx context.Context) error {
 	tries := 0
 	return backoff.Retry(ctx, backoff.Policy{First: 200 * time.Millisecond, Max: 10 * time.Second, For: 1000 * time.Hour},
 		func(err error) bool {
-			if !kafkaerr.Transient(err) {
+			if !internaltopic.Passing(ctx, t.tgtAdm, spec, err) {
 				return false
 			}
 			if tries++; tries == 1 || tries%10 == 0 {

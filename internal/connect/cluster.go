@@ -103,8 +103,11 @@ func plan(leader Member, members []kmsg.JoinGroupResponseMember) (map[string][]b
 
 // Cluster is this worker's membership in the workers' group.
 type Cluster struct {
-	self    Member
+	self Member
+	// cl is set once kgo.NewClient returned; ready is closed then. The
+	// group may assign before that (kgo joins in the background).
 	cl      *kgo.Client
+	ready   chan struct{}
 	log     *slog.Logger
 	changed func()
 
@@ -115,7 +118,7 @@ type Cluster struct {
 // JoinCluster joins the workers' group on the worker's cluster; changed
 // is called after every new assignment.
 func JoinCluster(w *Worker, url string, changed func(), log *slog.Logger) (*Cluster, error) {
-	c := &Cluster{self: Member{ID: w.WorkerID, URL: url}, log: log, changed: changed, view: View{Self: -1}}
+	c := &Cluster{self: Member{ID: w.WorkerID, URL: url}, ready: make(chan struct{}), log: log, changed: changed, view: View{Self: -1}}
 	opts, err := clients.Build(clients.ID("connect", "group"), clients.Consumer, w.Client)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", w.Path, err)
@@ -136,6 +139,7 @@ func JoinCluster(w *Worker, url string, changed func(), log *slog.Logger) (*Clus
 	if c.cl, err = kgo.NewClient(opts...); err != nil {
 		return nil, fmt.Errorf("%s: %w", w.Path, err)
 	}
+	close(c.ready)
 	return c, nil
 }
 
@@ -152,7 +156,11 @@ func (c *Cluster) View() View {
 	return v
 }
 
+// assigned notes a new assignment. It runs in kgo's group goroutine,
+// which can start before kgo.NewClient has returned the client: it waits
+// for it (a loaded run found it nil).
 func (c *Cluster) assigned(a assignment) {
+	<-c.ready
 	_, gen := c.cl.GroupMetadata()
 	c.mu.Lock()
 	c.view = View{Generation: gen, Leader: a.Leader, Workers: a.Workers, Self: a.Index}

@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/testwait"
 )
 
 func strp(s string) *string { return &s }
@@ -206,21 +209,47 @@ func call(t *testing.T, method, url, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(15 * time.Second); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestClusterAPI: three workers answer as one Connect cluster. Two
 // creates of one name through two workers at once: one 201, one 409.
 // Every worker's status lists the three tasks with the worker running
 // each. A task restart through another worker reaches the task's worker;
 // pause through one worker pauses every worker's share; includeTasks
+// TestAssignedBeforeClient: kgo joins the workers' group in the
+// background, so the first assignment can come before kgo.NewClient has
+// returned the client (a loaded e2e run: a nil pointer in assigned). It
+// waits for the client, then notes the assignment.
+func TestAssignedBeforeClient(t *testing.T) {
+	self := Member{ID: "w1", URL: "http://127.0.0.1:1"}
+	c := &Cluster{self: self, ready: make(chan struct{}), log: slog.New(slog.DiscardHandler), view: View{Self: -1}}
+	raw, err := json.Marshal(assignment{Leader: self, Workers: []Member{self}, Index: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := balancer{c}.ParseSyncAssignment(raw)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the assignment was taken before the client existed (err %v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	c.cl = cl
+	close(c.ready)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if v := c.View(); v.Self != 0 || len(v.Workers) != 1 || v.Leader.ID != "w1" {
+		t.Errorf("view %+v, want this worker as task 0 and leader", v)
+	}
+}
+
 // restarts every share; delete leaves tombstones.
 func TestClusterAPI(t *testing.T) {
 	ws := newTestCluster(t, 3)
@@ -250,7 +279,7 @@ func TestClusterAPI(t *testing.T) {
 	}
 	want := fmt.Sprintf(`"tasks":[{"id":0,"state":"%%s","worker_id":%q},{"id":1,"state":"%%s","worker_id":%q},{"id":2,"state":"%%s","worker_id":%q}]`, id(0), id(1), id(2))
 	for i := range ws {
-		eventually(t, "worker "+id(i)+" to list every task RUNNING", func() bool {
+		testwait.For(t, 15*time.Second, "worker "+id(i)+" to list every task RUNNING", func() bool {
 			_, b := call(t, "GET", ws[i].url+"/connectors/mm2-sh-to-sz/status", "")
 			return strings.Contains(b, fmt.Sprintf(want, "RUNNING", "RUNNING", "RUNNING")) && strings.Contains(b, `"connector":{"state":"RUNNING"`)
 		})
@@ -265,7 +294,7 @@ func TestClusterAPI(t *testing.T) {
 	if err := ws[1].st.Put(context.Background(), TaskStatusKey("mm2-sh-to-sz", 5), &StatusRecord{State: "RUNNING", WorkerID: "gone:8083", Generation: 1}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the leader to remove task 5", func() bool {
+	testwait.For(t, 15*time.Second, "the leader to remove task 5", func() bool {
 		if err := ws[1].st.CatchUp(context.Background()); err != nil {
 			return false
 		}
@@ -299,14 +328,14 @@ func TestClusterAPI(t *testing.T) {
 		t.Fatalf("restart with tasks: %d %s", code, b)
 	}
 	for i := range ws {
-		eventually(t, fmt.Sprintf("worker %d to restart its share", i), func() bool { return ws[i].ff.restarted("mm2-sh-to-sz") == counts[i]+1 })
+		testwait.For(t, 15*time.Second, fmt.Sprintf("worker %d to restart its share", i), func() bool { return ws[i].ff.restarted("mm2-sh-to-sz") == counts[i]+1 })
 	}
 
 	// Pause through worker 0: worker 2's share pauses, and worker 1 says so.
 	if code, b := call(t, "PUT", ws[0].url+"/connectors/mm2-sh-to-sz/pause", ""); code != 202 {
 		t.Fatalf("pause: %d %s", code, b)
 	}
-	eventually(t, "worker 1 to list every task PAUSED", func() bool {
+	testwait.For(t, 15*time.Second, "worker 1 to list every task PAUSED", func() bool {
 		_, b := call(t, "GET", ws[1].url+"/connectors/mm2-sh-to-sz/status", "")
 		return strings.Contains(b, fmt.Sprintf(want, "PAUSED", "PAUSED", "PAUSED"))
 	})
@@ -315,7 +344,7 @@ func TestClusterAPI(t *testing.T) {
 	if code, b := call(t, "DELETE", ws[2].url+"/connectors/mm2-sh-to-sz", ""); code != 204 {
 		t.Fatalf("delete: %d %s", code, b)
 	}
-	eventually(t, "the status records to go", func() bool {
+	testwait.For(t, 15*time.Second, "the status records to go", func() bool {
 		if err := ws[0].st.CatchUp(context.Background()); err != nil {
 			return false
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/readlog"
@@ -72,8 +73,11 @@ type topicLog struct {
 	log     *slog.Logger
 	apply   func(*kgo.Record)
 
-	readMu sync.Mutex // one read of the topic at a time
-	ends   map[int32]int64
+	// reading holds a token while a read of the topic is under way:
+	// one at a time, and a caller with a deadline (a REST request) gives
+	// up waiting for another's read at its deadline (CatchUp).
+	reading chan struct{}
+	ends    map[int32]int64
 }
 
 // newLog creates topic (spec) unless it exists; open reads it to its end
@@ -92,7 +96,7 @@ func newLog(ctx context.Context, w *Worker, name string, spec internaltopic.Spec
 		cl.Close()
 		return nil, err
 	}
-	l := &topicLog{topic: spec.Name, connect: connect, cl: cl, log: log, apply: apply}
+	l := &topicLog{topic: spec.Name, connect: connect, cl: cl, log: log, apply: apply, reading: make(chan struct{}, 1)}
 	if _, err := internaltopic.Create(ctx, kadm.NewClient(cl), spec); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("%s: %s topic: %w", w.Path, name, err)
@@ -104,24 +108,17 @@ func newLog(ctx context.Context, w *Worker, name string, spec internaltopic.Spec
 func (l *topicLog) open(ctx context.Context) error {
 	// A topic just created may not be known to every broker yet: its
 	// partitions are UNKNOWN_TOPIC_OR_PARTITION for a moment.
-	for wait := 100 * time.Millisecond; ; wait *= 2 {
-		err := l.CatchUp(ctx)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) || wait > 5*time.Second {
-			l.cl.Close()
-			return fmt.Errorf("reading %s: %w", l.topic, err)
-		}
-		select {
-		case <-ctx.Done():
-			l.cl.Close()
-			return ctx.Err()
-		case <-time.After(wait):
-		}
+	unknown := func(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPartition) }
+	err := backoff.Retry(ctx, topicKnown, unknown, func() error { return l.CatchUp(ctx) })
+	if err != nil {
+		l.cl.Close()
+		return fmt.Errorf("reading %s: %w", l.topic, err)
 	}
 	return nil
 }
+
+// topicKnown is how long open waits for every broker to know a topic.
+var topicKnown = backoff.Policy{First: 100 * time.Millisecond, Max: 2 * time.Second, For: 10 * time.Second}
 
 // OpenStore creates the config topic unless it exists and reads it to its
 // end.
@@ -145,10 +142,19 @@ func OpenStore(ctx context.Context, w *Worker, log *slog.Logger) (*Store, error)
 // Close releases the log's client.
 func (l *topicLog) Close() { l.cl.Close() }
 
-// CatchUp reads what was written to the topic since the last read.
+// CatchUp reads what was written to the topic since the last read. It
+// waits for a read under way first, at most until ctx ends: with the
+// cluster down, the background read holds on for the client's retries
+// (30 s), and a PUT waited for it and then for its own read, 60 s, past
+// the REST API's write deadline (a loaded run of e2e
+// TestConnectClusterOutage).
 func (l *topicLog) CatchUp(ctx context.Context) error {
-	l.readMu.Lock()
-	defer l.readMu.Unlock()
+	select {
+	case l.reading <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("reading %s: waiting for the read under way: %w", l.topic, ctx.Err())
+	}
+	defer func() { <-l.reading }()
 	ends, err := readlog.From(ctx, l.connect, l.topic, l.ends, l.apply)
 	if err != nil {
 		return err

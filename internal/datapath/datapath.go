@@ -36,8 +36,11 @@ type Partition struct {
 }
 
 // Engine moves the records of assigned partitions: the batch engine
-// (internal/passthrough).
+// (internal/passthrough). It has the calls flow makes, no more.
 type Engine interface {
+	// Run copies until ctx ends, then waits up to drain for what is in
+	// flight and saves progress one last time.
+	Run(ctx context.Context, drain time.Duration) error
 	// Assign starts replicating ps from their saved progress (or the log
 	// start, or end when so configured). Already assigned partitions are
 	// left as they are.
@@ -52,29 +55,26 @@ type Engine interface {
 	// records of the new topic are copied). The caller saves the reset
 	// progress of every partition of the topic.
 	Rewind(ctx context.Context, topic string) error
-	// Positions returns, for every assigned partition with progress, the
-	// last source offset that is safely on the target.
-	Positions() map[progress.TP]int64
+	// Restart fetches tp again from its progress, as if just assigned,
+	// when nothing of it is in flight or fetched and waiting; it reports
+	// whether it did. The health watchdog (internal/health) calls it for
+	// stalled partitions.
+	Restart(ctx context.Context, tp progress.TP) bool
 	// Commit saves the progress of every partition and publishes the
 	// offset syncs that were held back.
 	Commit(ctx context.Context) error
-	// AckedSinceCommit returns how many records the target acknowledged
-	// since the last Commit began.
-	AckedSinceCommit() int64
-	// Run copies until ctx ends, then waits up to drain for what is in
-	// flight and saves progress one last time.
-	Run(ctx context.Context, drain time.Duration) error
-	// Restart fetches tp again from its progress, as if just assigned,
-	// when nothing of it is in flight or fetched and waiting; it reports
-	// whether it did. The health watchdog (internal/health) calls it for stalled partitions.
-	Restart(ctx context.Context, tp progress.TP) bool
-	// Status returns the state of every assigned partition, sorted.
-	Status() []PartitionStatus
-	// Pause stops fetching from the source; what is in flight still
-	// completes and progress is still saved. Resume undoes it.
-	Pause()
-	Resume()
-	Paused() bool
+	// CommitDue returns a channel that is ready each time a Commit is
+	// due before the flush interval: n records acknowledged since the
+	// last Commit began (at-least-once), or an open transaction old
+	// enough to end (exactly-once). It is called once, before Run.
+	CommitDue(n int64) <-chan struct{}
+	// Status appends the state of every assigned partition to dst,
+	// sorted; a caller that asks often passes the same buffer again.
+	Status(dst []PartitionStatus) []PartitionStatus
+	// Pause(true) stops fetching from the source; what is in flight
+	// still completes and progress is still saved. Pause(false) undoes
+	// it.
+	Pause(on bool)
 }
 
 // Lane spreads the partitions of a topic over n fetch lanes: consecutive
@@ -88,18 +88,4 @@ func Lane(tp progress.TP, n int) int {
 		h = (h ^ uint32(tp.Topic[i])) * 16777619
 	}
 	return int((h + uint32(tp.Partition)) % uint32(n))
-}
-
-// StatusAppender is an Engine that appends its Status to a slice the
-// caller keeps, so that a reader every few seconds (internal/health) reuses one
-// buffer instead of allocating one of every partition.
-type StatusAppender interface {
-	AppendStatus(dst []PartitionStatus) []PartitionStatus
-}
-
-// AckWatcher is an Engine that says when AckedSinceCommit reaches a count
-// (datapath.Core does), so that the flow's progress saves need not ask it
-// every few milliseconds. A nil channel means the engine cannot say.
-type AckWatcher interface {
-	AckedReached(n int64) <-chan struct{}
 }

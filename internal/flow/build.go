@@ -75,47 +75,77 @@ func (r *running) connect(ctx context.Context) error {
 // build makes the clients of r.plan, the progress store, the offset-sync
 // writer, the data path and the topic syncer.
 func (r *running) build(ctx context.Context) error {
-	f, c, p := r.f, r.c, r.plan
+	f, p := r.f, r.plan
 	if p.IgnoredIsolation {
 		f.log.Warn("ignoring isolation.level: kmirror copies only committed records", "value", config.ReadUncommitted.String())
 	}
+	r.group = p.Group
+	r.hooks = &groupHooks{remotes: make(map[string]string)}
+	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: p.StartAtEnd, Log: f.log,
+		Metrics: f.m, SourceAlias: r.c.Source, TargetAlias: r.c.Target, Hosting: r.hosts.wait}
+	storeProducer, err := r.dataClients()
+	if err != nil {
+		return err
+	}
+	if err := r.openStore(ctx, storeProducer); err != nil {
+		return err
+	}
+	r.hooks.adapter.Progress = r.store
+	if err := r.seedFromGroup(ctx); err != nil {
+		return err
+	}
+	if err := r.engine(ctx); err != nil {
+		return err
+	}
+	r.syncer = r.topicSyncer()
+	return nil
+}
+
+// dataClients makes the data path's consumer (in group mode, the group
+// member) and producer, and returns the producer the progress store
+// writes with: a producer of its own in exactly-once mode, since progress
+// written outside the data path's transactions (revoked partitions,
+// re-created topics) cannot use a transactional producer.
+func (r *running) dataClients() (*kgo.Client, error) {
+	f, c, p := r.f, r.c, r.plan
 	copts := []kgo.Opt{
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 	}
-	eos := p.TransactionalID != ""
-	r.group = p.Group
-	r.hooks = &groupHooks{remotes: make(map[string]string)}
-	r.hooks.adapter = &datapath.Group{Remote: r.hooks.remote, Track: r.hooks.track, StartAtEnd: p.StartAtEnd, Log: f.log,
-		Metrics: f.m, SourceAlias: c.Source, TargetAlias: c.Target, Hosting: r.hosts.wait}
 	if r.group != "" {
 		copts = append(slices.Clip(copts), r.hooks.options(p)...)
 		f.log.Info("workers share this flow through a consumer group on the source", "group", r.group)
 	}
 	var err error
 	if r.consumer, _, err = f.client("replication-consumer", clients.Consumer, c.SourceConsumer, copts...); err != nil {
-		return err
+		return nil, err
 	}
 	popts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
 	if r.producer, _, err = f.client("replication-producer", clients.Producer, c.TargetProducer, popts...); err != nil {
-		return err
+		return nil, err
 	}
-	// Progress written outside the data path's transactions (revoked partitions,
-	// re-created topics) cannot use a transactional producer.
-	storeProducer := r.producer
-	if eos {
-		if storeProducer, _, err = f.client("progress-producer", clients.Producer, c.TargetProducer, kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
-			return err
-		}
-		if p.Slots > 0 {
-			f.log.Info("exactly-once: records and progress are written in transactions, one transactional ID per slot of partitions",
-				"transactional_ids", slots.TransactionalID(p.TransactionalID, 0)+"..", "slots", p.Slots)
-		} else {
-			f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", p.TransactionalID)
-		}
+	if p.TransactionalID == "" {
+		return r.producer, nil
 	}
-	r.store, err = progress.Open(ctx, r.tgtAdm, r.tgtConn, storeProducer, progress.Options{
+	storeProducer, _, err := f.client("progress-producer", clients.Producer, c.TargetProducer, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return nil, err
+	}
+	if p.Slots > 0 {
+		f.log.Info("exactly-once: records and progress are written in transactions, one transactional ID per slot of partitions",
+			"transactional_ids", slots.TransactionalID(p.TransactionalID, 0)+"..", "slots", p.Slots)
+	} else {
+		f.log.Info("exactly-once: records and progress are written in transactions", "transactional_id", p.TransactionalID)
+	}
+	return storeProducer, nil
+}
+
+// openStore opens the progress store, writing with producer, and starts
+// its metrics' series.
+func (r *running) openStore(ctx context.Context, producer *kgo.Client) error {
+	f, c := r.f, r.c
+	opts := progress.Options{
 		Topic:             c.OffsetStorageTopic,
 		Source:            c.Source,
 		Partitions:        c.OffsetStoragePartitions,
@@ -137,26 +167,37 @@ func (r *running) build(ctx context.Context) error {
 			// would number its batches from 0 again under the same
 			// producer ID, and the broker would take the next save
 			// for a duplicate and not write it.
-			f.forget(storeProducer, c.OffsetStorageTopic)
+			f.forget(producer, c.OffsetStorageTopic)
 		},
-	}, f.log)
+	}
+	// A broker that restarts while the flow starts (not answering,
+	// or not knowing the topic yet) is waited out (startRetry): a
+	// robustness run's workers exited here when a target broker was
+	// killed as they read their progress.
+	err := startRetry(ctx, f.log, func() (err error) {
+		r.store, err = progress.Open(ctx, r.tgtAdm, r.tgtConn, producer, opts, f.log)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("flow %s: %w", c.Name(), err)
 	}
 	// The series exist from the start, for alerts on them.
 	f.m.Progress.TopicMissing.WithLabelValues(c.Source, c.Target).Set(0)
 	f.m.Progress.TopicRecreated.WithLabelValues(c.Source, c.Target).Add(0)
-	r.hooks.adapter.Progress = r.store
-	if err := r.seedFromGroup(ctx); err != nil {
-		return err
-	}
+	return nil
+}
+
+// engine makes the offset-sync writer, the source clients of the further
+// fetch lanes, the engine and its health watcher.
+func (r *running) engine(ctx context.Context) error {
+	f, c, p := r.f, r.c, r.plan
 	var syncs *offsetsync.Writer
 	if c.EmitOffsetSyncsEnabled {
+		var err error
 		if syncs, err = f.offsetSyncs(ctx, r.pol, r.srcAdm, r.tgtAdm); err != nil {
 			return err
 		}
 	}
-	limiter := throttle.New(p.Throttle)
 	// More source clients, one per fetch lane after the first: transport
 	// and metadata only.
 	var more []*kgo.Client
@@ -169,13 +210,13 @@ func (r *running) build(ctx context.Context) error {
 	}
 	msg, attrs := p.DataPath()
 	f.log.Info(msg, attrs...)
-	ptc := passthrough.Config{
+	r.rep = passthrough.New(passthrough.Config{
 		SourceAlias: c.Source, TargetAlias: c.Target,
 		Source: r.consumer, MoreSources: more, SourceAdmin: r.srcAdm,
 		Target: r.producer, TargetAdmin: r.tgtAdm,
 		Progress: r.store, Syncs: syncs,
 		StartAtEnd: p.StartAtEnd,
-		Throttle:   limiter,
+		Throttle:   throttle.New(p.Throttle),
 		AddOrigin:  p.AddOrigin, ReencodeAll: p.All, Codec: p.Codec,
 		Metrics: f.m, Log: f.log,
 		// The source consumer's Java fetch keys; unset ones keep
@@ -186,15 +227,20 @@ func (r *running) build(ctx context.Context) error {
 		TopicGone:         r.topicGone,
 		TransactionalID:   p.TransactionalID,
 		Slots:             p.Slots,
-	}
-	r.rep = passthrough.New(ptc)
+	})
 	r.hooks.adapter.OwnFetches = true
 	r.hooks.adapter.Engine = r.rep
 	r.health = health.New(health.Config{
 		SourceAlias: c.Source, TargetAlias: c.Target, Source: r.srcAdmCl,
 		StallAfter: c.StallTimeout, LagAfter: c.LagThreshold, Metrics: f.m, Held: r.held,
 	}, r.rep, f.log)
-	r.syncer = &topicsync.Syncer{
+	return nil
+}
+
+// topicSyncer returns the flow's topic syncer.
+func (r *running) topicSyncer() *topicsync.Syncer {
+	c := r.c
+	return &topicsync.Syncer{
 		Source:                r.srcAdm,
 		Target:                r.tgtAdm,
 		TargetClient:          r.tgtAdmCl,
@@ -207,10 +253,9 @@ func (r *running) build(ctx context.Context) error {
 		ReplicationFactor:     c.ReplicationFactor,
 		ConfigExclude:         r.exclude,
 		DefaultsFromSource:    c.Client.DefaultsFromSource,
-		Recreated:             func(rs []string) { f.forget(nil, rs...) },
-		Log:                   f.log,
+		Recreated:             func(rs []string) { r.f.forget(nil, rs...) },
+		Log:                   r.f.log,
 	}
-	return nil
 }
 
 // topicGone is the data path's report that the target does not know a

@@ -57,6 +57,7 @@ type Flow struct {
 	health *health.Watcher                   // with rep
 	held   func() []datapath.PartitionStatus // with rep: partitions not in it yet
 	store  *progress.Store                   // with rep
+	paused bool                              // Pause is in effect
 }
 
 // Partitions returns the state of the flow's partitions; nil before the
@@ -68,7 +69,7 @@ func (f *Flow) Partitions() []datapath.PartitionStatus {
 	if rep == nil {
 		return nil
 	}
-	st := rep.Status()
+	st := rep.Status(nil)
 	if w := held(); len(w) > 0 {
 		// Waiting for the target to host them, or for their slot.
 		st = append(st, w...)
@@ -91,27 +92,27 @@ func (f *Flow) Problem() string {
 
 // Pause stops fetching from the source until Resume; it reports whether
 // the flow was replicating.
-func (f *Flow) Pause() bool {
-	rep := f.replicator()
-	if rep != nil {
-		rep.Pause()
-	}
-	return rep != nil
-}
+func (f *Flow) Pause() bool { return f.pause(true) }
 
 // Resume undoes Pause.
-func (f *Flow) Resume() bool {
-	rep := f.replicator()
-	if rep != nil {
-		rep.Resume()
+func (f *Flow) Resume() bool { return f.pause(false) }
+
+func (f *Flow) pause(on bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rep == nil {
+		return false
 	}
-	return rep != nil
+	f.paused = on
+	f.rep.Pause(on)
+	return true
 }
 
 // Paused reports whether the flow is paused.
 func (f *Flow) Paused() bool {
-	rep := f.replicator()
-	return rep != nil && rep.Paused()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rep != nil && f.paused
 }
 
 func (f *Flow) replicator() datapath.Engine {

@@ -3,7 +3,6 @@ package flow
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -97,8 +96,8 @@ func TestPeriodicFollowsLead(t *testing.T) {
 	}
 }
 
-// commitEngine counts commits; with watch it says when enough records
-// were acknowledged (datapath.AckWatcher), as datapath.Core does.
+// commitEngine counts commits and says when CommitRecords records were
+// acknowledged, as datapath.Core does.
 type commitEngine struct {
 	datapath.Engine
 	core    datapath.Core
@@ -106,62 +105,48 @@ type commitEngine struct {
 	fail    error // every Commit fails with it
 }
 
-func (e *commitEngine) AckedSinceCommit() int64 { return e.core.AckedSinceCommit() }
+func (e *commitEngine) CommitDue(n int64) <-chan struct{} { return e.core.AckedReached(n) }
 
 func (e *commitEngine) Commit(context.Context) error {
 	e.commits.Add(1)
 	if e.fail != nil {
-		return e.fail // what was acknowledged stays to be saved
+		return e.fail
 	}
 	e.core.CommitStarted()
 	return nil
 }
 
-type watchingEngine struct{ *commitEngine }
-
-func (e watchingEngine) AckedReached(n int64) <-chan struct{} { return e.core.AckedReached(n) }
-
-// TestCommitLoop: progress is saved every flush interval, and soon after
-// CommitRecords records were acknowledged, whether the engine says when
-// (AckWatcher) or is asked.
+// TestCommitLoop: progress is saved every flush interval, and at once
+// when the engine says CommitRecords records were acknowledged.
 func TestCommitLoop(t *testing.T) {
-	for _, watch := range []bool{true, false} {
-		for _, tt := range []struct {
-			name     string
-			interval time.Duration
-			acks     int64
-			want     int64 // commits at least, within 5 s; 0: none at all
-		}{
-			{"interval", 20 * time.Millisecond, 0, 3},
-			{"records", time.Hour, CommitRecords, 1},
-			{"too few records", time.Hour, CommitRecords - 1, 0},
-		} {
-			t.Run(fmt.Sprintf("%s, watching %v", tt.name, watch), func(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		interval time.Duration
+		acks     int64
+		want     int64 // commits in 10 s
+	}{
+		{"interval", time.Second, 0, 9}, // at 1 s ... 9 s
+		{"records", time.Hour, CommitRecords, 1},
+		{"too few records", time.Hour, CommitRecords - 1, 0},
+		{"records and interval", 4 * time.Second, CommitRecords, 3}, // at 0, 4 s, 8 s
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
 				e := &commitEngine{}
 				r := &running{f: &Flow{log: slog.New(slog.DiscardHandler)}, c: &config.Flow{OffsetFlushInterval: tt.interval}, rep: e}
-				if watch {
-					r.rep = watchingEngine{e}
-				}
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan struct{})
 				go func() { defer close(done); r.commitLoop(ctx) }()
-				time.Sleep(10 * time.Millisecond) // the loop has started
+				synctest.Wait()
 				e.core.Acked(tt.acks)
-				wait := 5 * time.Second
-				if tt.want == 0 {
-					wait = 300 * time.Millisecond // nothing is to come
-				}
-				deadline := time.Now().Add(wait)
-				for e.commits.Load() < max(tt.want, 1) && time.Now().Before(deadline) {
-					time.Sleep(5 * time.Millisecond)
-				}
+				time.Sleep(10*time.Second - time.Millisecond)
 				cancel()
 				<-done
-				if n := e.commits.Load(); n < tt.want || tt.want == 0 && n > 0 {
-					t.Errorf("%d commits, want %d", n, tt.want)
+				if n := e.commits.Load(); n != tt.want {
+					t.Errorf("%d commits in 10 s, want %d", n, tt.want)
 				}
 			})
-		}
+		})
 	}
 }
 
@@ -169,28 +154,85 @@ func TestCommitLoop(t *testing.T) {
 // records wait is tried again every commitRetry, not at once in a loop
 // (an exactly-once worker under load logged 580 failed saves in 30 s).
 func TestCommitLoopRetriesFailedSave(t *testing.T) {
-	for _, watch := range []bool{true, false} {
-		t.Run(fmt.Sprintf("watching %v", watch), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				e := &commitEngine{fail: errors.New("the transaction is aborted")}
-				r := &running{f: &Flow{log: slog.New(slog.DiscardHandler)}, c: &config.Flow{OffsetFlushInterval: time.Hour}, rep: e}
-				if watch {
-					r.rep = watchingEngine{e}
+	synctest.Test(t, func(t *testing.T) {
+		e := &commitEngine{fail: errors.New("the transaction is aborted")}
+		r := &running{f: &Flow{log: slog.New(slog.DiscardHandler)}, c: &config.Flow{OffsetFlushInterval: time.Hour}, rep: e}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); r.commitLoop(ctx) }()
+		synctest.Wait()
+		e.core.Acked(CommitRecords)
+		time.Sleep(10*commitRetry - time.Millisecond)
+		cancel()
+		<-done
+		// One at once, then one per commitRetry.
+		if n := e.commits.Load(); n != 10 {
+			t.Errorf("%d saves in %v of failures, want 10 (one per %v)", n, 10*commitRetry, commitRetry)
+		}
+	})
+}
+
+// TestCommitTimes: when the commit loop saves, step by step. A failed
+// save at the flush interval waits for the next interval, without
+// waking before it (it woke at once, over and over, from the retry time
+// to the next interval).
+func TestCommitTimes(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	fail := errors.New("save failed")
+	type step struct {
+		now  time.Duration
+		ask  bool          // the engine asks for a commit
+		due  bool          // want
+		err  error         // of the commit, when due
+		wait time.Duration // want, after the step
+	}
+	for _, tt := range []struct {
+		name  string
+		steps []step
+	}{
+		{"interval", []step{
+			{now: 0, wait: 10 * time.Second},
+			{now: 10 * time.Second, due: true, wait: 10 * time.Second},
+			{now: 15 * time.Second, wait: 5 * time.Second},
+		}},
+		{"asked", []step{
+			{now: 2 * time.Second, ask: true, due: true, wait: 10 * time.Second},
+			{now: 3 * time.Second, wait: 9 * time.Second},
+		}},
+		{"asked, failed: retried after commitRetry", []step{
+			{now: 2 * time.Second, ask: true, due: true, err: fail, wait: commitRetry},
+			{now: 2*time.Second + commitRetry/2, wait: commitRetry / 2},
+			{now: 2*time.Second + commitRetry, due: true, wait: 10 * time.Second},
+		}},
+		{"interval failed: next interval, no wake before", []step{
+			{now: 10 * time.Second, due: true, err: fail, wait: 10 * time.Second},
+			{now: 10*time.Second + commitRetry, wait: 10*time.Second - commitRetry},
+			{now: 20 * time.Second, due: true, wait: 10 * time.Second},
+		}},
+		{"asked during the retry wait", []step{
+			{now: 10 * time.Second, due: true, err: fail, wait: 10 * time.Second},
+			{now: 10*time.Second + commitRetry/2, ask: true, wait: commitRetry / 2},
+			{now: 10*time.Second + commitRetry, due: true, wait: 10 * time.Second},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := commitTimes{interval: 10 * time.Second, last: t0}
+			for i, s := range tt.steps {
+				now := at(s.now)
+				if s.ask {
+					c.early = true
 				}
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan struct{})
-				go func() { defer close(done); r.commitLoop(ctx) }()
-				synctest.Wait()
-				e.core.Acked(CommitRecords)
-				time.Sleep(10*commitRetry - time.Millisecond)
-				cancel()
-				<-done
-				// One at once, then one per commitRetry (an engine that is
-				// asked is asked every 50 ms, so it may come up to then).
-				if n := e.commits.Load(); n < 9 || n > 11 {
-					t.Errorf("%d saves in %v of failures, want about 10 (one per %v)", n, 10*commitRetry, commitRetry)
+				if got := c.due(now); got != s.due {
+					t.Fatalf("step %d (%v): due %v, want %v", i, s.now, got, s.due)
 				}
-			})
+				if s.due {
+					c.committed(now, s.err)
+				}
+				if got := c.wait(now); got != s.wait {
+					t.Fatalf("step %d (%v): wait %v, want %v", i, s.now, got, s.wait)
+				}
+			}
 		})
 	}
 }

@@ -254,47 +254,28 @@ func (r *running) run(ctx context.Context) error {
 	return nil
 }
 
-// commitLoop saves progress every offset flush interval, and sooner once
+// commitLoop saves progress every offset flush interval, and sooner when
+// the engine says a commit is due (datapath.Engine.CommitDue): once
 // CommitRecords records were acknowledged, which bounds the records
-// copied twice after a crash even while a backlog streams through. An
-// engine that says when that count is reached (datapath.AckWatcher) wakes
-// the loop; another is asked every 50 ms.
+// copied twice after a crash even while a backlog streams through, or
+// once an exactly-once transaction is old enough to end.
 func (r *running) commitLoop(ctx context.Context) {
-	interval := r.c.OffsetFlushInterval
-	var reached <-chan struct{}
-	if w, ok := r.rep.(datapath.AckWatcher); ok {
-		reached = w.AckedReached(CommitRecords)
-	}
-	last := time.Now()
-	// After a failed save none is tried before retryAt: the count of
-	// records acknowledged stays reached, and would retry at once.
-	var retryAt time.Time
-	wait := func() time.Duration {
-		d := min(interval, 50*time.Millisecond)
-		if reached != nil {
-			d = interval - time.Since(last)
-		}
-		if !retryAt.IsZero() {
-			d = min(d, time.Until(retryAt))
-		}
-		return max(d, 0)
-	}
-	t := time.NewTimer(wait())
+	dueC := r.rep.CommitDue(CommitRecords)
+	c := commitTimes{interval: r.c.OffsetFlushInterval, last: time.Now()}
+	t := time.NewTimer(c.wait(time.Now()))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-reached:
+		case <-dueC:
+			c.early = true
 		case <-t.C:
 		}
-		now := time.Now()
-		due := now.Sub(last) >= interval || r.rep.AckedSinceCommit() >= CommitRecords
-		if due && !now.Before(retryAt) {
-			last, retryAt = now, time.Time{}
-			if err := r.rep.Commit(ctx); err != nil && ctx.Err() == nil {
-				in := min(interval, commitRetry)
-				retryAt = now.Add(in)
+		if now := time.Now(); c.due(now) {
+			err := r.rep.Commit(ctx)
+			in := c.committed(now, err)
+			if err != nil && ctx.Err() == nil {
 				r.f.log.Warn("saving progress failed; retrying", "in", in, "err", err)
 				if kafkaerr.TopicGone(err) {
 					// Exactly-once writes progress in its
@@ -305,8 +286,49 @@ func (r *running) commitLoop(ctx context.Context) {
 				}
 			}
 		}
-		t.Reset(wait())
+		t.Reset(c.wait(time.Now()))
 	}
+}
+
+// commitTimes decides when commitLoop saves progress.
+type commitTimes struct {
+	interval time.Duration
+	last     time.Time // the last commit began
+	early    bool      // the engine asked for a commit that has not succeeded yet
+	retryAt  time.Time // after a failed commit, none is tried before it
+}
+
+// due reports whether a commit is due at now.
+func (c *commitTimes) due(now time.Time) bool {
+	return (now.Sub(c.last) >= c.interval || c.early) && !now.Before(c.retryAt)
+}
+
+// wait returns how long from now until a commit may be due, unless the
+// engine asks earlier.
+func (c *commitTimes) wait(now time.Time) time.Duration {
+	at := c.last.Add(c.interval)
+	if c.early && c.retryAt.Before(at) {
+		at = c.retryAt
+	}
+	return max(at.Sub(now), 0)
+}
+
+// committed notes a commit begun at now that ended with err; after a
+// failure it returns how soon the next is tried: at once when the engine
+// asked for it (the records it counted are still not saved), else at the
+// next interval.
+func (c *commitTimes) committed(now time.Time, err error) time.Duration {
+	c.last, c.retryAt = now, time.Time{}
+	if err == nil {
+		c.early = false
+		return c.interval
+	}
+	in := min(c.interval, commitRetry)
+	c.retryAt = now.Add(in)
+	if !c.early {
+		return c.interval
+	}
+	return in
 }
 
 // commitRetry is how soon a failed save is tried again (the flush

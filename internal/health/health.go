@@ -189,14 +189,9 @@ func (h *Watcher) Check(ctx context.Context, now time.Time) {
 	}
 }
 
-// status returns the engine's status, in the buffer of the last check
-// when the engine can fill one (datapath.StatusAppender).
+// status returns the engine's status, in the buffer of the last check.
 func (h *Watcher) status() []datapath.PartitionStatus {
-	if a, ok := h.eng.(datapath.StatusAppender); ok {
-		h.st = a.AppendStatus(h.st[:0])
-	} else {
-		h.st = append(h.st[:0], h.eng.Status()...)
-	}
+	h.st = h.eng.Status(h.st[:0])
 	if h.cfg.Held != nil {
 		h.st = append(h.st, h.cfg.Held()...)
 	}

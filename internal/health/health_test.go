@@ -93,13 +93,7 @@ type statusEngine struct {
 	restarts []progress.TP
 }
 
-func (e *statusEngine) Status() []datapath.PartitionStatus {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]datapath.PartitionStatus(nil), e.st...)
-}
-
-func (e *statusEngine) AppendStatus(dst []datapath.PartitionStatus) []datapath.PartitionStatus {
+func (e *statusEngine) Status(dst []datapath.PartitionStatus) []datapath.PartitionStatus {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append(dst, e.st...)
@@ -143,10 +137,10 @@ func TestHealthCheck(t *testing.T) {
 	h := New(Config{SourceAlias: "A", TargetAlias: "B", Source: cl,
 		StallAfter: time.Minute, LagAfter: 30 * time.Second, Metrics: m}, eng, slog.New(slog.NewTextHandler(&logs, nil)))
 	t0 := time.Now()
-	state := func(p int) string { return h.Annotate(eng.Status())[p].State }
+	state := func(p int) string { return h.Annotate(eng.Status(nil))[p].State }
 
 	h.Check(ctx, t0)
-	st := h.Annotate(eng.Status())
+	st := h.Annotate(eng.Status(nil))
 	if st[0].Lag != 5 || st[0].SourceEnd != 10 || st[0].State != datapath.Running || st[1].Lag != 5 {
 		t.Fatalf("after first check: %+v", st)
 	}
@@ -170,7 +164,7 @@ func TestHealthCheck(t *testing.T) {
 	if got := state(1); got != datapath.Stalled {
 		t.Errorf("p1: %s, want stalled", got)
 	}
-	if n := datapath.NotReady(h.Annotate(eng.Status())); n != 2 {
+	if n := datapath.NotReady(h.Annotate(eng.Status(nil))); n != 2 {
 		t.Errorf("not ready %d, want 2", n)
 	}
 	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "1", datapath.Stalled); got != 1 {
@@ -214,7 +208,7 @@ func TestHealthCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Check(ctx, t0.Add(125*time.Second))
-	if st := h.Annotate(eng.Status()); st[0].Lag != 3 || st[0].SourceEnd != 15 || st[1].Lag != 0 {
+	if st := h.Annotate(eng.Status(nil)); st[0].Lag != 3 || st[0].SourceEnd != 15 || st[1].Lag != 0 {
 		t.Errorf("after retention took 10..11 of t:0: %+v; want lag 3 of 15 on t:0, none on t:1", st)
 	}
 	if got := healthMetric(t, m, "kmirror_partition_lag_records", "A.t", "0", ""); got != 3 {
@@ -321,7 +315,7 @@ func TestHealthFollowsPartitions(t *testing.T) {
 				now = now.Add(5 * time.Second)
 				h.Check(ctx, now)
 			}
-			for _, s := range h.Annotate(eng.Status()) {
+			for _, s := range h.Annotate(eng.Status(nil)) {
 				k := s.Topic + "/" + strconv.Itoa(int(s.Partition))
 				if s.SourceEnd != want[k] || s.Lag != want[k] {
 					t.Errorf("%s: source end %d, lag %d; want %d", k, s.SourceEnd, s.Lag, want[k])
@@ -457,7 +451,7 @@ func TestHealthHeld(t *testing.T) {
 	eng.mu.Lock()
 	eng.st = []datapath.PartitionStatus{{Topic: "t", Partition: 0, Remote: "A.t", Done: 0, State: datapath.Running}}
 	eng.mu.Unlock()
-	if st := h.Annotate(eng.Status()); st[0].State != datapath.Running {
+	if st := h.Annotate(eng.Status(nil)); st[0].State != datapath.Running {
 		t.Errorf("started, before a check: %s, want running", st[0].State)
 	}
 	h.Check(ctx, now.Add(time.Hour+time.Second))

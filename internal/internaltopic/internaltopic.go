@@ -39,17 +39,61 @@ const createWait = 2 * time.Minute
 // Create makes the topic unless it exists. Missing authorization or an
 // unsupported CreateTopics API is not an error, as in MM2: an administrator
 // may have created the topic, and writing to it will tell. Errors that may
-// pass by themselves (kafkaerr.Transient) are retried for up to two minutes; a
-// refusal returns at once. It reports whether kmirror created the topic.
+// pass by themselves (kafkaerr.Transient) are retried for up to two
+// minutes, and so is a replication factor refused while brokersFor says
+// the cluster has the brokers for it (a rolling restart); a refusal
+// returns at once. It reports whether kmirror created
+// the topic.
 func Create(ctx context.Context, adm *kadm.Client, s Spec) (bool, error) {
 	var created bool
 	err := backoff.Retry(ctx, backoff.Policy{First: 200 * time.Millisecond, Max: 5 * time.Second, For: createWait},
-		func(err error) bool { return ctx.Err() == nil && kafkaerr.Transient(err) },
+		func(err error) bool { return ctx.Err() == nil && Passing(ctx, adm, s, err) },
 		func() (err error) {
 			created, err = CreateOnce(ctx, adm, s)
 			return err
 		})
 	return created, err
+}
+
+// Passing reports whether err, from creating s, may pass by itself: an
+// error kafkaerr.Transient says so of, or a replication factor refused
+// while the cluster has the brokers for it (brokersFor).
+func Passing(ctx context.Context, adm *kadm.Client, s Spec, err error) bool {
+	if errors.Is(err, kerr.InvalidReplicationFactor) {
+		return RefusedForNow(ctx, adm, s.ReplicationFactor)
+	}
+	return kafkaerr.Transient(err)
+}
+
+// RefusedForNow reports whether the cluster of adm refused a topic of rf
+// replicas (INVALID_REPLICATION_FACTOR) only for now: it has the brokers
+// for it (brokersFor). Topic sync asks it of remote topics too.
+func RefusedForNow(ctx context.Context, adm *kadm.Client, rf int16) bool {
+	m, err := adm.Metadata(ctx)
+	return err == nil && brokersFor(m, rf)
+}
+
+// brokersFor reports whether a refusal of a topic of rf replicas with
+// INVALID_REPLICATION_FACTOR can only be for now: the cluster of m knows
+// rf or more brokers, those that answer and those that hold replicas of
+// its topics. The controller places no replica on a broker in controlled
+// shutdown, so during a rolling restart of a cluster of rf brokers it
+// refuses such a topic for some seconds (a robustness run: a worker
+// starting then exited). A replication factor larger than the cluster, or
+// -1 (the broker's default), is not waited for.
+func brokersFor(m kadm.Metadata, rf int16) bool {
+	known := make(map[int32]bool)
+	for _, b := range m.Brokers {
+		known[b.NodeID] = true
+	}
+	for _, t := range m.Topics {
+		for _, p := range t.Partitions {
+			for _, r := range p.Replicas {
+				known[r] = true
+			}
+		}
+	}
+	return rf > 0 && int(rf) <= len(known)
 }
 
 // CreateOnce is one attempt of Create, for callers that retry on their

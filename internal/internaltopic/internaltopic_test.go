@@ -55,15 +55,21 @@ func TestCreateRetriesTransient(t *testing.T) {
 		name     string
 		fail     func(*kmsg.CreateTopicsRequest) (kmsg.Response, error)
 		failures int64
+		brokers  int    // of the cluster; 1 if 0
+		rf       int16  // of the topic; 1 if 0
 		wantErr  string // "" means created
 	}{
 		{name: "connection closed", failures: 3, fail: func(*kmsg.CreateTopicsRequest) (kmsg.Response, error) { return nil, closed }},
 		{name: "not controller", failures: 3, fail: answer(kerr.NotController.Code)},
 		{name: "request timed out", failures: 2, fail: answer(kerr.RequestTimedOut.Code)},
 		{name: "policy refusal", failures: 1 << 20, fail: answer(kerr.PolicyViolation.Code), wantErr: "POLICY_VIOLATION"},
+		// A broker of three in controlled shutdown (a rolling restart).
+		{name: "replication factor refused, the cluster has the brokers", brokers: 3, rf: 3, failures: 3, fail: answer(kerr.InvalidReplicationFactor.Code)},
+		{name: "replication factor larger than the cluster", brokers: 2, rf: 3, failures: 1 << 20, fail: answer(kerr.InvalidReplicationFactor.Code),
+			wantErr: "replication factor 3 (key x.replication.factor)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			c, err := kfake.NewCluster(kfake.NumBrokers(max(tt.brokers, 1)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +88,7 @@ func TestCreateRetriesTransient(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			created, err := Create(context.Background(), kadm.NewClient(cl), Compacted("t.internal", 1, "x.replication.factor"))
+			created, err := Create(context.Background(), kadm.NewClient(cl), Compacted("t.internal", max(tt.rf, 1), "x.replication.factor"))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || calls.Load() != 1 {
 					t.Fatalf("Create = %v after %d attempts; want %s at the first", err, calls.Load(), tt.wantErr)
@@ -106,5 +112,43 @@ func answer(code int16) func(*kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 			resp.Topics = append(resp.Topics, st)
 		}
 		return resp, nil
+	}
+}
+
+// TestBrokersFor: a refused replication factor is waited for only when
+// the cluster knows enough brokers for it, those that answer and those
+// its topics' replicas name.
+func TestBrokersFor(t *testing.T) {
+	meta := func(live []int32, replicas ...[]int32) kadm.Metadata {
+		m := kadm.Metadata{Topics: kadm.TopicDetails{}}
+		for _, id := range live {
+			m.Brokers = append(m.Brokers, kadm.BrokerDetail{NodeID: id})
+		}
+		ps := kadm.PartitionDetails{}
+		for i, rs := range replicas {
+			ps[int32(i)] = kadm.PartitionDetail{Partition: int32(i), Replicas: rs}
+		}
+		m.Topics["t"] = kadm.TopicDetail{Topic: "t", Partitions: ps}
+		return m
+	}
+	for _, tt := range []struct {
+		name string
+		m    kadm.Metadata
+		rf   int16
+		want bool
+	}{
+		{"all three answer (one in controlled shutdown)", meta([]int32{1, 2, 3}, []int32{1, 2, 3}), 3, true},
+		{"one of three restarting", meta([]int32{1, 2}, []int32{1, 2, 3}), 3, true},
+		{"the away broker only in another partition", meta([]int32{1, 2}, []int32{1, 2}, []int32{2, 3}), 3, true},
+		{"a one-broker cluster", meta([]int32{1}, []int32{1}), 3, false},
+		{"no topics to tell", meta([]int32{1, 2}), 3, false},
+		{"two of four known, three wanted", meta([]int32{1}, []int32{1, 4}), 3, false},
+		{"the broker default", meta([]int32{1, 2}, []int32{1, 2, 3}), -1, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := brokersFor(tt.m, tt.rf); got != tt.want {
+				t.Errorf("brokersFor(rf %d) = %v, want %v", tt.rf, got, tt.want)
+			}
+		})
 	}
 }

@@ -2,17 +2,13 @@ package offsetsync
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kmirror/kmirror/internal/wire"
 )
 
 // TestHoldUntilFlush: with HoldUntilFlush (exactly-once) a due sync is not
@@ -77,22 +73,7 @@ func TestHoldUntilFlush(t *testing.T) {
 			if err := cl.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("syncs"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rd.Close()
-			end, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			defer cancel()
-			for end.Err() == nil {
-				rd.PollFetches(end).EachRecord(func(r *kgo.Record) {
-					s, err := wire.DecodeOffsetSync(r.Key, r.Value)
-					if err == nil {
-						got = append(got, fmt.Sprintf("%d:%d", s.Partition, s.UpstreamOffset))
-					}
-				})
-			}
+			got := readSyncs(ctx, t, c)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("syncs written %v, want %v", got, tt.want)
 			}

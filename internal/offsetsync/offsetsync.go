@@ -34,6 +34,9 @@ type tp struct {
 type state struct {
 	prevUp, prevDown, lastSyncDown int64
 	lastIndex                      time.Time // last write to the offset index
+	// inflight are the syncs handed to the producer and not written
+	// yet, in order (written).
+	inflight []wire.OffsetSync
 }
 
 // observe records an acknowledged pair and reports whether MM2 would emit
@@ -94,7 +97,8 @@ type Writer struct {
 	// pending holds every due sync not sent yet, per partition in
 	// order: with HoldUntilFlush several of a partition wait for the
 	// commit, and each may be a run boundary (exact mode) that a reader
-	// of the topic needs.
+	// of the topic needs. Syncs the producer refused come back to the
+	// head of theirs (written).
 	pending map[tp][]wire.OffsetSync
 	order   []tp                   // partitions with pending syncs, in arrival order
 	delayed map[tp]wire.OffsetSync // newest sync that was not due
@@ -104,7 +108,10 @@ type Writer struct {
 	indexCl  *kgo.Client
 	index    string
 	indexDue []wire.OffsetSync // to copy to the index at the next send
-	now      func() time.Time
+	// indexIn are the index entries handed to the producer and not
+	// written yet, in order (indexWritten).
+	indexIn []wire.OffsetSync
+	now     func() time.Time
 }
 
 // New returns a Writer producing to topic (partition 0) through cl, which
@@ -269,13 +276,17 @@ func (w *Writer) indexLocked(s *state, sync wire.OffsetSync, boundary bool) {
 func (w *Writer) send(only func(topic string, partition int32) bool) {
 	w.mu.Lock()
 	var idx []*kgo.Record
+	var entries []wire.OffsetSync
 	for _, s := range w.indexDue {
 		if key, value, err := wire.Encode(s); err == nil {
 			idx = append(idx, &kgo.Record{Topic: w.index, Partition: 0, Key: key, Value: value})
+			entries = append(entries, s)
 		}
 	}
+	w.indexIn = append(w.indexIn, entries...)
 	w.indexDue = w.indexDue[:0]
 	recs := make([]*kgo.Record, 0, len(w.order))
+	syncs := make([]wire.OffsetSync, 0, len(w.order))
 	var kept []tp
 	for _, k := range w.order {
 		if only != nil && !only(k.topic, k.partition) {
@@ -289,6 +300,10 @@ func (w *Writer) send(only func(topic string, partition int32) bool) {
 				continue
 			}
 			recs = append(recs, &kgo.Record{Topic: w.topic, Partition: 0, Key: key, Value: value})
+			syncs = append(syncs, sync)
+			if st := w.states[k]; st != nil {
+				st.inflight = append(st.inflight, sync)
+			}
 		}
 	}
 	if kept == nil {
@@ -303,7 +318,8 @@ func (w *Writer) send(only func(topic string, partition int32) bool) {
 		w.order = kept
 	}
 	w.mu.Unlock()
-	for _, r := range idx {
+	for i, r := range idx {
+		e := entries[i]
 		w.indexCl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 			if err != nil {
 				w.logs.Warn(w.log, "index|"+err.Error(), "offset index entry not written", "topic", w.index, "err", err)
@@ -311,9 +327,11 @@ func (w *Writer) send(only func(topic string, partition int32) bool) {
 					w.failed()
 				}
 			}
+			w.indexWritten(e, err)
 		})
 	}
-	for _, r := range recs {
+	for i, r := range recs {
+		sync := syncs[i]
 		w.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
 			if err != nil {
 				w.logs.Warn(w.log, "sync|"+err.Error(), "offset sync not written", "topic", w.topic, "err", err)
@@ -321,6 +339,84 @@ func (w *Writer) send(only func(topic string, partition int32) bool) {
 					w.failed()
 				}
 			}
+			w.written(sync, err)
 		})
 	}
+}
+
+// indexWritten takes the producer's answer for an index entry, as
+// written does for a sync (answered): the index keeps the run boundaries
+// a reader needs after a restart.
+func (w *Writer) indexWritten(e wire.OffsetSync, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var dropped int
+	w.indexIn, w.indexDue, dropped = answered(w.indexIn, w.indexDue, e, err)
+	if dropped > 0 {
+		w.log.Error("offset index entries dropped: the producer refused them and too many waited; after a restart, checkpoints of offsets in the dropped range may be translated wrongly",
+			"dropped", dropped, "topic", w.index)
+	}
+}
+
+// maxPending bounds the syncs of one partition kept to send again while
+// the producer cannot write them.
+const maxPending = 10000
+
+// written takes the producer's answer for sync. A sync not written goes
+// back to the head of its partition's due syncs, with every sync of the
+// partition handed to the producer after it, in order, and they are sent
+// again with the next ones: none is lost. A quiet partition may get no
+// other sync, and its groups' checkpoints need one (a refusal under load,
+// of a topic just made, lost a quiet partition's only sync and its
+// checkpoints with it); in exact mode every sync may be a run boundary,
+// and a reader that misses one joins the runs around it. Those after it
+// are sent again because a reader applies syncs in order: after the
+// older one, the newest must come last again. Callbacks of one partition
+// come in order, so a sync re-queued here is not written meanwhile.
+func (w *Writer) written(sync wire.OffsetSync, err error) {
+	k := tp{sync.Topic, sync.Partition}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.states[k]
+	if s == nil { // forgotten
+		return
+	}
+	if !slices.Contains(s.inflight, sync) { // re-queued by an earlier failure
+		return
+	}
+	var again []wire.OffsetSync
+	var dropped int
+	s.inflight, again, dropped = answered(s.inflight, w.pending[k], sync, err)
+	if err == nil {
+		return
+	}
+	if dropped > 0 {
+		w.log.Error("offset syncs of a partition dropped: the producer refused them and too many waited; checkpoints of offsets in the dropped range may be translated wrongly",
+			"topic", sync.Topic, "partition", sync.Partition, "dropped", dropped, "syncs_topic", w.topic)
+	}
+	if _, ok := w.pending[k]; !ok {
+		w.order = append(w.order, k)
+	}
+	w.pending[k] = again
+}
+
+// answered takes the producer's answer for x, one of inflight (handed to
+// the producer, in order). Written, x leaves inflight. Refused, x and
+// every item after it go back to the head of due, at most maxPending of
+// them (dropped: how many of the oldest did not fit). An x not in
+// inflight (re-queued already) changes nothing.
+func answered(inflight, due []wire.OffsetSync, x wire.OffsetSync, err error) (_, _ []wire.OffsetSync, dropped int) {
+	i := slices.Index(inflight, x)
+	if i < 0 {
+		return inflight, due, 0
+	}
+	if err == nil {
+		return slices.Delete(inflight, i, i+1), due, 0
+	}
+	again := append(slices.Clone(inflight[i:]), due...)
+	if len(again) > maxPending {
+		dropped = len(again) - maxPending
+		again = again[dropped:]
+	}
+	return inflight[:i], again, dropped
 }

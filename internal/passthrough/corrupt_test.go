@@ -76,7 +76,7 @@ func TestSplitCorruptEntries(t *testing.T) {
 func TestFetchedCorruptLegacyEntry(t *testing.T) {
 	m := metrics.New()
 	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Metrics: m, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	p := &partition{tp: progress.TP{Topic: "t", Partition: 0}, next: 7}
+	p := &partition{tp: progress.TP{Topic: "t", Partition: 0}, partFetch: partFetch{next: 7}}
 	p.labels = prometheus.Labels{"source": "A", "target": "B", "topic": "t", "partition": "0"}
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.RecordBatches = legacyEntry(7, 17, 0)

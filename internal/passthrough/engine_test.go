@@ -146,7 +146,7 @@ func (f *enginePair) pipeline(ctx context.Context, t *testing.T, topic string, n
 		ps = append(ps, datapath.Partition{TP: progress.TP{Topic: topic, Partition: p}, Remote: "A." + topic})
 	}
 	if f.pauseFirst {
-		pl.Pause()
+		pl.Pause(true)
 	}
 	pl.Assign(ps)
 	return pl, store
@@ -168,7 +168,7 @@ func (f *enginePair) runOnce(t *testing.T, topic string, n int32, want int, sync
 		if got := len(readTopic(t, f.dstOpts, "A."+topic)); got != 0 {
 			t.Fatalf("paused engine copied %d records", got)
 		}
-		pl.Resume()
+		pl.Pause(false)
 	}
 	// Commits as the flow makes them, ended before Run's last one.
 	cctx, ccancel := context.WithCancel(rctx)

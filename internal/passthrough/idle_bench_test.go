@@ -93,7 +93,7 @@ func BenchmarkIdleStatus(b *testing.B) {
 	pl, _ := idlePipeline()
 	b.ReportAllocs()
 	for b.Loop() {
-		if st := pl.Status(); len(st) != 5000 {
+		if st := pl.Status(nil); len(st) != 5000 {
 			b.Fatalf("%d partitions", len(st))
 		}
 	}

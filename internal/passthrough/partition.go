@@ -26,22 +26,53 @@ type partition struct {
 	recordAge, latency     *metrics.Window
 	values                 valueSizer // value bytes for byteCount
 
+	// The record buffer: what the fetch side adds to and the produce
+	// side takes from.
 	datapath.Ledger
+	// queue holds the batches fetched and not yet done, in offset
+	// order. queue[0] is never acknowledged: acknowledged batches at
+	// its head are taken off at once, so progress only moves in order.
+	queue     []*outBatch
+	queued    int64 // bytes in queue
+	stopped   bool  // a fatal error stopped the partition
+	stopAfter error // stop with this error once the queue is sent
+	revoked   bool
+	retryAt   time.Time  // no fetch or produce of it before
+	lastErr   error      // the last produce or source batch error, or what stopped the partition
+	syncq     []syncAck  // acknowledged, for the offset-sync writer
+	syncMu    sync.Mutex // keeps the offset-sync calls in order
+	// txn is the transaction its batches go in (exactly-once), nil
+	// otherwise; it never changes.
+	txn *txnState
+	// committed is the position the last successful Commit saved
+	// (hasCommitted: there was one).
+	committed    int64
+	hasCommitted bool
+
+	partFetch   // fetch.go, session.go
+	partProduce // produce.go
+}
+
+// partFetch is a partition's state on the fetch side.
+type partFetch struct {
 	gen        int   // bumped when the fetch position jumps; older fetches are dropped
 	next       int64 // next source offset to fetch; -1 until resolved
 	base       int64 // first offset fetched without progress; -1 unknown
 	fromStart  bool  // next resolves to the log start even with StartAtEnd
 	outOfRange bool
-	stopped    bool  // a fatal error stopped the partition
-	stopAfter  error // stop with this error once the queue is sent
-	revoked    bool
+	// badBatches counts the fetches in a row that held an unreadable batch.
+	badBatches int
+	lane       int // index of the source client that fetches it
+	// member is the lane that counts p among the partitions it carries,
+	// wantIn the one p may fetch on now (session.go); nil for none.
+	member, wantIn      *laneState
+	srcLeader, srcEpoch int32
+	srcID               [16]byte
+}
 
-	// queue holds the batches fetched and not yet done, in offset
-	// order. queue[0] is never acknowledged: acknowledged batches at
-	// its head are taken off at once, so progress only moves in order.
-	queue    []*outBatch
-	queued   int64 // bytes in queue
-	inflight int   // batches of queue in produce requests
+// partProduce is a partition's state on the produce side.
+type partProduce struct {
+	inflight int // batches of queue in produce requests
 	// blocked stops sending after a failed batch until every batch in
 	// flight has answered; then the unacknowledged ones are sent again
 	// from the oldest, with the same sequences (renumber: from seqFrom).
@@ -55,33 +86,14 @@ type partition struct {
 	// a later one must not be written before an earlier one that failed.
 	ackPID  int64
 	ackAt   time.Time
-	syncq   []syncAck  // acknowledged, for the offset-sync writer
-	syncMu  sync.Mutex // keeps the offset-sync calls in order
-	seq     int32      // next base sequence under the current producer ID
-	retryAt time.Time
+	seq     int32 // next base sequence under the current producer ID
 	retries int
 	// aloneUntil: after a produce error, batches go one at a time until
 	// one that completes this source offset is acknowledged; -1 none.
 	aloneUntil int64
-	lastErr    error // the last produce or source batch error, or what stopped the partition
-	// badBatches counts the fetches in a row that held an unreadable batch.
-	badBatches int
-
-	// txn is the transaction its batches go in (exactly-once), nil
-	// otherwise; it never changes.
-	txn *txnState
-
-	lane int // index of the source client that fetches it
-	// member is the lane that counts p among the partitions it carries,
-	// wantIn the one p may fetch on now (session.go); nil for none.
-	member, wantIn                 *laneState
-	srcLeader, srcEpoch, tgtLeader int32
-	srcID, tgtID                   [16]byte
-	maxBytes                       int // target max.message.bytes
-	// committed is the position the last successful Commit saved
-	// (hasCommitted: there was one).
-	committed    int64
-	hasCommitted bool
+	tgtLeader  int32
+	tgtID      [16]byte
+	maxBytes   int // target max.message.bytes
 }
 
 // outBatch is one v2 batch on its way to the target.
@@ -156,9 +168,9 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 			tp: a.TP, remote: a.Remote, labels: l,
 			recordCount: m.RecordCount.With(l), byteCount: m.ByteCount.With(l),
 			recordAge: m.RecordAgeMs.With(l), latency: m.ReplicationLatencyMs.With(l),
-			Ledger: datapath.NewLedger(), next: -1, base: -1, fromStart: fromStart,
-			srcLeader: -1, tgtLeader: -1, aloneUntil: -1, maxBytes: defaultMaxMessageBytes,
-			lane: datapath.Lane(a.TP, len(pl.sources)),
+			Ledger:      datapath.NewLedger(),
+			partFetch:   partFetch{next: -1, base: -1, fromStart: fromStart, srcLeader: -1, lane: datapath.Lane(a.TP, len(pl.sources))},
+			partProduce: partProduce{tgtLeader: -1, aloneUntil: -1, maxBytes: defaultMaxMessageBytes},
 		}
 		from := "log start"
 		switch saved, ok := pl.cfg.Progress.Get(a.TP); {
@@ -173,6 +185,15 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 		if pl.eos() {
 			p.txn = pl.txnForLocked(a.TP)
 			p.txn.members[p] = struct{}{}
+		}
+		// Given back (a rebalance, a rewind): the target still holds
+		// this producer's state of the partition, and sequences from 0
+		// again would be taken for retries of the first batches
+		// (DUPLICATE_SEQUENCE_NUMBER, answered as written) and dropped.
+		if m, ok := pl.seqs[a.TP]; ok {
+			if pid, epoch := pl.producerLocked(p); pid >= 0 && m.pid == pid && m.epoch == epoch {
+				p.seq = m.next
+			}
 		}
 		pl.parts[a.TP] = p
 		pl.sorted = nil
@@ -293,6 +314,9 @@ func (v revoker) Delete(tps []progress.TP) {
 
 // deleteLocked forgets p.
 func (pl *Pipeline) deleteLocked(p *partition) {
+	if pid, epoch := pl.producerLocked(p); pid >= 0 {
+		pl.seqs[p.tp] = seqMark{pid, epoch, p.seq}
+	}
 	if p.txn != nil {
 		delete(p.txn.members, p)
 	}
@@ -302,6 +326,15 @@ func (pl *Pipeline) deleteLocked(p *partition) {
 	delete(pl.sendable, p)
 	delete(pl.moved, p)
 	pl.touchLocked(p)
+}
+
+// producerLocked returns the producer ID and epoch p's batches go under:
+// its transaction's, or the Pipeline's idempotent producer's (-1 none yet).
+func (pl *Pipeline) producerLocked(p *partition) (int64, int16) {
+	if p.txn != nil {
+		return p.txn.pid, p.txn.epoch
+	}
+	return pl.pid, pl.epoch
 }
 
 // dropQueueLocked forgets p's queued batches, except, if keepSent, those
@@ -361,12 +394,13 @@ func (pl *Pipeline) Commit(ctx context.Context) error {
 	return nil
 }
 
-// AckedReached is datapath.Core's, but nil in exactly-once mode: there a
-// commit is due by the age of the open transaction (txnAckedSinceCommit),
-// which the flow asks AckedSinceCommit about.
-func (pl *Pipeline) AckedReached(n int64) <-chan struct{} {
+// CommitDue returns a channel that is ready each time a Commit is due
+// before the flush interval: n records acknowledged since the last Commit
+// began (datapath.Core counts them); in exactly-once mode, an open
+// transaction txnCommitAge old instead (txnAged).
+func (pl *Pipeline) CommitDue(n int64) <-chan struct{} {
 	if pl.eos() {
-		return nil
+		return pl.txnDue
 	}
 	return pl.Core.AckedReached(n)
 }

@@ -158,45 +158,82 @@ type Pipeline struct {
 	codec int8
 	encTo *encoder
 	wakeC chan struct{}
-	wg    sync.WaitGroup
+	// txnDue is CommitDue's channel in exactly-once mode (txnAged).
+	txnDue chan struct{}
+	wg     sync.WaitGroup
 	// stopping ends when Run stops the request loop: decompressions on
 	// the ack path (value byte samples) give up then (stoppable).
 	stopping context.Context
 	stopNow  context.CancelFunc
 
-	mu        sync.Mutex
-	parts     map[progress.TP]*partition
-	sorted    []*partition // parts by topic and partition, for Status; nil after parts changed
-	pid       int64        // idempotent producer (not exactly-once): -1 until InitProducerID answered
-	epoch     int16
-	needPID   bool
-	needMeta  bool
-	lastMeta  time.Time
+	// mu guards the fields below, those of the three sides embedded
+	// here, and the fields of every partition: the lock is one for now
+	// (DESIGN.md, lock order).
+	mu       sync.Mutex
+	parts    map[progress.TP]*partition
+	sorted   []*partition // parts by topic and partition, for Status; nil after parts changed
+	needMeta bool
+	lastMeta time.Time
+	// The partitions maintain looks at: unresolved (no position) and
+	// oor (out of range); moved, those whose progress may differ from
+	// what Commit last saved.
+	unresolved, oor, moved map[*partition]struct{}
+	buffered               int64 // bytes of queued batches
+	stats                  stats
+	// legacySeen holds the partitions already logged as having message
+	// format v0/v1 (legacy.go).
+	legacySeen sync.Map
+
+	fetchSide   // fetch.go, session.go
+	produceSide // produce.go
+	txnSide     // txn.go, slot.go
+}
+
+// fetchSide is the Pipeline's state of fetching from the source: the
+// clients of its lanes and their fetch sessions.
+type fetchSide struct {
 	sources   []*kgo.Client // Source, then MoreSources: one per lane
 	lanes     map[lane]*laneState
 	sessOf    map[progress.TP]*laneState // the lane whose fetch session holds a partition
 	srcNames  map[[16]byte]string        // source topic IDs
 	fetchesIn int
-	// The partitions a pass looks at (session.go): dirty and waiting for
-	// fetches, sendable (queued batches or a stop to make) for produces,
-	// unresolved (no position) and oor (out of range) for maintain;
-	// moved, those whose progress may differ from what Commit last saved.
-	dirty, waiting, sendable, unresolved, oor, moved map[*partition]struct{}
-	producing                                        map[lineKey]int // produce requests in flight
-	produceIn                                        int
+	// The partitions a fetch pass looks at (session.go).
+	dirty, waiting map[*partition]struct{}
+}
+
+// produceSide is the Pipeline's state of producing to the target: the
+// idempotent producer and the requests in flight per broker.
+type produceSide struct {
+	pid     int64 // idempotent producer (not exactly-once): -1 until InitProducerID answered
+	epoch   int16
+	needPID bool
+	// sendable holds the partitions a produce pass looks at: queued
+	// batches or a stop to make.
+	sendable  map[*partition]struct{}
+	producing map[lineKey]int // produce requests in flight
+	produceIn int
 	// issued is, per target broker, closed once the last produce request
 	// issued to it is queued in franz-go: the next waits for it, so
 	// requests reach a broker in the order they were built.
-	issued   map[int32]chan struct{}
-	buffered int64 // bytes of queued batches
-	stats    stats
-	// txns are the transactions in exactly-once mode, by slot (0
-	// without slots); fatal is what stopped the Pipeline for good.
+	issued map[int32]chan struct{}
+	// seqs keeps, per partition that left the Pipeline, its producer
+	// and next sequence: given back, it goes on from there (assign).
+	seqs map[progress.TP]seqMark
+}
+
+// seqMark is where a partition's sequences stood when it left.
+type seqMark struct {
+	pid   int64
+	epoch int16
+	next  int32
+}
+
+// txnSide is the Pipeline's exactly-once state.
+type txnSide struct {
+	// txns are the transactions by slot (0 without slots); fatal is
+	// what stopped the Pipeline for good.
 	txns  map[int]*txnState
 	fatal error
-	// legacySeen holds the partitions already logged as having message
-	// format v0/v1 (legacy.go).
-	legacySeen sync.Map
 }
 
 // stats count what tests want to know happened; pl.mu guards them.
@@ -235,25 +272,31 @@ func New(cfg Config) *Pipeline {
 		},
 		cfg:        cfg,
 		autoPart:   auto,
-		issued:     make(map[int32]chan struct{}),
 		tadm:       tadm,
 		dec:        decompressorOf(cfg.Source),
 		enc:        newEncoder(true),
 		codec:      -1,
 		wakeC:      make(chan struct{}, 1),
+		txnDue:     make(chan struct{}, 1),
 		parts:      make(map[progress.TP]*partition),
-		pid:        -1,
-		sources:    append([]*kgo.Client{cfg.Source}, cfg.MoreSources...),
-		lanes:      make(map[lane]*laneState),
-		sessOf:     make(map[progress.TP]*laneState),
-		srcNames:   make(map[[16]byte]string),
-		dirty:      make(map[*partition]struct{}),
-		waiting:    make(map[*partition]struct{}),
-		sendable:   make(map[*partition]struct{}),
 		unresolved: make(map[*partition]struct{}),
 		oor:        make(map[*partition]struct{}),
 		moved:      make(map[*partition]struct{}),
-		producing:  make(map[lineKey]int),
+		fetchSide: fetchSide{
+			sources:  append([]*kgo.Client{cfg.Source}, cfg.MoreSources...),
+			lanes:    make(map[lane]*laneState),
+			sessOf:   make(map[progress.TP]*laneState),
+			srcNames: make(map[[16]byte]string),
+			dirty:    make(map[*partition]struct{}),
+			waiting:  make(map[*partition]struct{}),
+		},
+		produceSide: produceSide{
+			pid:       -1,
+			issued:    make(map[int32]chan struct{}),
+			sendable:  make(map[*partition]struct{}),
+			producing: make(map[lineKey]int),
+			seqs:      make(map[progress.TP]seqMark),
+		},
 	}
 	pl.stopping, pl.stopNow = context.WithCancel(context.Background())
 	if pl.eos() {
@@ -544,6 +587,15 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 			pl.touchLocked(p)
 		}
 		if t, ok := dst[p.remote]; ok {
+			if t.TopicID != p.tgtID {
+				// A remote topic made again holds no producer
+				// state: it takes any first sequence, so until a
+				// batch is acknowledged on it, one goes at a time
+				// (fillLocked). A CI run found a later batch written
+				// before an earlier one the new partition had
+				// refused (NOT_LEADER) while both were in flight.
+				p.ackPID, p.ackAt = -1, time.Time{}
+			}
 			p.tgtID = t.TopicID
 			if d := partitionOf(t, p.tp.Partition); d != nil {
 				p.tgtLeader = d.Leader

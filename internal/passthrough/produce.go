@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/progress"
 )
@@ -354,7 +355,7 @@ func (pl *Pipeline) produced(s *sending, rp *kmsg.ProduceResponseTopicPartition,
 func (pl *Pipeline) ackedLocked(s *sending, rp *kmsg.ProduceResponseTopicPartition, err error) []*outBatch {
 	p, b := s.p, s.b
 	b.state, b.dstBase = stAcked, -1
-	if s.pid == pl.pid || (p.txn != nil && s.pid == p.txn.pid) {
+	if (s.pid == pl.pid || (p.txn != nil && s.pid == p.txn.pid)) && s.tgtID == p.tgtID {
 		p.ackPID, p.ackAt = s.pid, time.Now()
 	}
 	if err == nil && rp.BaseOffset >= 0 {
@@ -433,7 +434,7 @@ func (pl *Pipeline) retryLocked(p *partition, b *outBatch, idx int, rp *kmsg.Pro
 	p.lastErr = err
 	if idx == 0 || !kafkaerr.IsAny(err, headOnlyPIDErrs) {
 		p.retries++
-		p.retryAt = time.Now().Add(min(time.Duration(p.retries)*100*time.Millisecond, time.Second))
+		p.retryAt = time.Now().Add(produceRetry.Delay(p.retries))
 		pl.touchLocked(p)
 		if p.retries == 1 || p.retries%20 == 0 {
 			fatal := false
@@ -443,6 +444,10 @@ func (pl *Pipeline) retryLocked(p *partition, b *outBatch, idx int, rp *kmsg.Pro
 	}
 	return gone
 }
+
+// produceRetry is the wait before a partition's failed batches are sent
+// again, after its n-th failure in a row.
+var produceRetry = backoff.Policy{First: 100 * time.Millisecond, Max: time.Second}
 
 // countAcked counts the records, value bytes and latency of batches
 // popped acknowledged, without pl.mu.

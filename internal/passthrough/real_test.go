@@ -123,14 +123,17 @@ func TestRealThroughput(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- pl.Run(rctx, 30*time.Second) }()
 	if cfg.TransactionalID != "" {
+		due := pl.CommitDue(1)
 		go func() { // as a flow commits
-			for rctx.Err() == nil {
-				if pl.AckedSinceCommit() > 0 {
-					if err := pl.Commit(rctx); err != nil && rctx.Err() == nil {
-						t.Errorf("commit: %v", err)
-					}
+			for {
+				select {
+				case <-rctx.Done():
+					return
+				case <-due:
 				}
-				time.Sleep(50 * time.Millisecond)
+				if err := pl.Commit(rctx); err != nil && rctx.Err() == nil {
+					t.Errorf("commit: %v", err)
+				}
 			}
 		}()
 	}

@@ -180,7 +180,7 @@ func TestFetchSessionOnBroker(t *testing.T) {
 	breakSession := func(how func(ls *laneState)) {
 		t.Helper()
 		for try := 0; ; try++ {
-			pl.Pause()
+			pl.Pause(true)
 			for wait := 0; wait < 100; wait++ { // in-flight fetches end within MaxWait
 				pl.mu.Lock()
 				n := 0
@@ -192,12 +192,12 @@ func TestFetchSessionOnBroker(t *testing.T) {
 				}
 				pl.mu.Unlock()
 				if n > 0 {
-					pl.Resume()
+					pl.Pause(false)
 					return
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			pl.Resume()
+			pl.Pause(false)
 			if ctx.Err() != nil {
 				t.Fatalf("no lane in a session without a fetch out after %d tries", try+1)
 			}

@@ -7,14 +7,10 @@ import (
 	"github.com/kmirror/kmirror/internal/datapath"
 )
 
-// Status returns the state of every assigned partition, sorted. The
-// order is kept between calls and sorted again only after partitions
+// Status appends the state of every assigned partition to out, sorted.
+// The order is kept between calls and sorted again only after partitions
 // were added or deleted, so an idle flow's Status is a copy.
-func (pl *Pipeline) Status() []datapath.PartitionStatus { return pl.AppendStatus(nil) }
-
-// AppendStatus appends what Status returns to out
-// (datapath.StatusAppender).
-func (pl *Pipeline) AppendStatus(out []datapath.PartitionStatus) []datapath.PartitionStatus {
+func (pl *Pipeline) Status(out []datapath.PartitionStatus) []datapath.PartitionStatus {
 	paused := pl.Paused()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
@@ -47,12 +43,12 @@ func (pl *Pipeline) sortedLocked() []*partition {
 	return pl.sorted
 }
 
-// Pause stops fetching from the source; batches already fetched still go
-// to the target and progress is still saved. Resume undoes it.
-func (pl *Pipeline) Pause() { pl.SetPaused(true) }
-
-// Resume fetches again after Pause.
-func (pl *Pipeline) Resume() {
-	pl.SetPaused(false)
-	pl.wake()
+// Pause(true) stops fetching from the source; batches already fetched
+// still go to the target and progress is still saved. Pause(false)
+// fetches again.
+func (pl *Pipeline) Pause(on bool) {
+	pl.SetPaused(on)
+	if !on {
+		pl.wake()
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/progress"
@@ -63,6 +64,11 @@ const (
 	// slotInits bounds the slots Fence takes at once.
 	slotInits = 16
 )
+
+// coordinatorRetry is the wait before a request to the transaction
+// coordinator is tried again: CONCURRENT_TRANSACTIONS after an EndTxn
+// passes in milliseconds, a coordinator that moved in seconds.
+var coordinatorRetry = backoff.Policy{First: 20 * time.Millisecond, Max: 500 * time.Millisecond}
 
 // capped caps the version franz-go negotiates for a request.
 type capped struct {
@@ -130,7 +136,7 @@ func (pl *Pipeline) coordinatorRequest(ctx context.Context, t *txnState, req kms
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
-			case <-time.After(min(time.Duration(try)*20*time.Millisecond, 500*time.Millisecond)):
+			case <-time.After(coordinatorRetry.Delay(try)):
 			}
 		}
 		pl.mu.Lock()
@@ -395,7 +401,9 @@ func (pl *Pipeline) addToTxn(ctx context.Context, t *txnState, pid int64, epoch 
 			t.added[tp] = true
 		}
 		if len(added) > 0 && !t.open {
-			t.open, t.started = true, time.Now()
+			started := time.Now()
+			t.open, t.started = true, started
+			time.AfterFunc(txnCommitAge, func() { pl.txnAged(t, started) })
 		}
 	}
 	pl.mu.Unlock()
@@ -404,19 +412,20 @@ func (pl *Pipeline) addToTxn(ctx context.Context, t *txnState, pid int64, epoch 
 	return err
 }
 
-// txnAckedSinceCommit asks the flow for a commit once an open
-// transaction is txnCommitAge old: commits by record count would end
-// transactions far more often than their cost allows, and a transaction
-// must end before the coordinator's timeout.
-func (pl *Pipeline) txnAckedSinceCommit() int64 {
+// txnAged asks the flow for a commit (CommitDue) once the transaction
+// of t that began at started is txnCommitAge old and still open: commits
+// by record count would end transactions far more often than their cost
+// allows, and a transaction must end before the coordinator's timeout.
+func (pl *Pipeline) txnAged(t *txnState, started time.Time) {
 	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	for _, t := range pl.txns {
-		if t.live() && t.open && time.Since(t.started) >= txnCommitAge {
-			return 1 << 40
+	due := t.live() && t.open && t.started.Equal(started)
+	pl.mu.Unlock()
+	if due {
+		select {
+		case pl.txnDue <- struct{}{}:
+		default:
 		}
 	}
-	return 0
 }
 
 // txnSettledLocked reports whether every batch sent in t's open
@@ -929,13 +938,4 @@ func (pl *Pipeline) newTxnProducerLocked(t *txnState, pid int64, epoch int16) {
 	clear(t.added)
 	clear(t.offSeq)
 	t.open = false
-}
-
-// AckedSinceCommit returns how many records the target acknowledged since
-// the last Commit began; in exactly-once mode, see txnAckedSinceCommit.
-func (pl *Pipeline) AckedSinceCommit() int64 {
-	if pl.eos() {
-		return pl.txnAckedSinceCommit()
-	}
-	return pl.Core.AckedSinceCommit()
 }

@@ -195,3 +195,40 @@ func TestFencedStops(t *testing.T) {
 		t.Errorf("%d records written after fencing", late)
 	}
 }
+
+// TestCommitDueExactlyOnce: in exactly-once mode CommitDue is ready
+// once a transaction has been open txnCommitAge, whatever the flush
+// interval (a flow with offset.flush.interval.ms = 60000 still ends its
+// transactions every second), and not while none is open.
+func TestCommitDueExactlyOnce(t *testing.T) {
+	a, b, all := sharedPair(t, "ptdue", 2)
+	topic, remote := all[0].Topic, "A."+all[0].Topic
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := startEOSWorker(ctx, t, a, b, topic, "kmirror-test-"+topic, 0)
+	defer w.halt()
+	due := w.pl.CommitDue(1 << 40) // the count does not apply here
+	w.take(ctx, t, remote, all)
+	pcl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for round := range 2 {
+		select {
+		case <-due:
+			t.Fatalf("round %d: ready with no transaction open", round)
+		case <-time.After(2 * txnCommitAge):
+		}
+		start := time.Now()
+		produceSeq(ctx, t, pcl, topic, 2, round*10, round*10+10)
+		w.waitCopied(ctx, t, a, all, int64(round*10+9))
+		select {
+		case <-due:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: not ready 30 s after the transaction opened", round)
+		}
+		if d := time.Since(start); d < txnCommitAge {
+			t.Errorf("round %d: ready %v after the first record, before the transaction was %v old", round, d, txnCommitAge)
+		}
+		if err := w.pl.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

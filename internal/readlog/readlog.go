@@ -180,7 +180,10 @@ func committedEnds(ctx context.Context, connect []kgo.Opt, topic string) (kadm.L
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	// A missing topic is the caller's to handle (kerr calls it
-	// retriable), at once.
+	// retriable), at once. So is no answer at all (a broker down, or
+	// behind a proxy that closes connections): an API caller wants an
+	// answer while the cluster is down, and a flow's start waits for
+	// the cluster itself (flow.startRetry).
 	retry := func(err error) bool {
 		return kerr.IsRetriable(err) && !errors.Is(err, kerr.UnknownTopicOrPartition)
 	}

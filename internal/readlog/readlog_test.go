@@ -3,8 +3,11 @@ package readlog
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -128,5 +131,79 @@ func TestRange(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 			t.Errorf("Range(%d, %d): %v, want %v", tt.first, tt.last, got, tt.want)
 		}
+	}
+}
+
+// TestToEndUnreachableBrokerAnswersAtOnce reads through a proxy that
+// closes every connection at once, as one in front of a broker that is
+// down does: ToEnd returns the error at once rather than waiting, as
+// the Connect REST API needs to answer while the cluster is down (e2e
+// TestConnectClusterOutage; a flow's start waits in flow.startRetry).
+// Once the proxy lets connections through, ToEnd reads every record.
+func TestToEndUnreachableBrokerAnswersAtOnce(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: fmt.Append(nil, i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.Close()
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var closed atomic.Int64
+	var down atomic.Bool
+	down.Store(true)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if down.Load() {
+				closed.Add(1)
+				conn.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", c.ListenAddrs()[0])
+			if err != nil {
+				conn.Close()
+				continue
+			}
+			go func() { io.Copy(up, conn); up.Close() }()
+			go func() { io.Copy(conn, up); conn.Close() }()
+		}
+	}()
+	connect := []kgo.Opt{kgo.SeedBrokers(ln.Addr().String())}
+	began := time.Now()
+	if err := ToEnd(context.Background(), connect, "t", func(*kgo.Record) {}); err == nil {
+		t.Fatalf("no error through a proxy that closed %d connections", closed.Load())
+	} else {
+		// kgo's own retries take a few seconds; endsRetryFor (30 s)
+		// is what must not be waited.
+		took := time.Since(began)
+		t.Logf("error after %v: %v", took.Round(time.Millisecond), err)
+		if took >= endsRetryFor {
+			t.Errorf("the error took %v, past endsRetryFor", took)
+		}
+	}
+	down.Store(false)
+	n := 0
+	if err := ToEnd(context.Background(), connect, "t", func(*kgo.Record) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 {
+		t.Errorf("read %d records, want 5", n)
 	}
 }

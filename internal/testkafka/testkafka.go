@@ -334,6 +334,32 @@ func resolveVersionLibs(version string) (string, error) {
 	return kafkalocal.ResolveVersionLibs(ctx, root, version, os.Stderr)
 }
 
+// MM2FastStart returns the lines the tests add to an Apache MM2
+// configuration (props): Connect finds its plugins by their ServiceLoader
+// manifests instead of scanning every class of the classpath. Every
+// plugin of the Kafka jars has one (Connect's own warning says so). MM2
+// makes a worker per cluster it writes to, from that cluster's keys, so
+// the key is set for every alias of the clusters line and at top level.
+// Measured side by side at load 40: MM2 started in 12 s with it, 104 s
+// without (each worker's scan took 25-41 s; loaded run 3 timed out
+// waiting 3 minutes for MM2's first checkpoint).
+func MM2FastStart(props string) string {
+	const line = "plugin.discovery = service_load\n"
+	out := "\n" + line
+	for _, l := range strings.Split(props, "\n") {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || strings.TrimSpace(k) != "clusters" {
+			continue
+		}
+		for _, alias := range strings.Split(v, ",") {
+			if alias = strings.TrimSpace(alias); alias != "" {
+				out += alias + "." + line
+			}
+		}
+	}
+	return out
+}
+
 // Libs returns the folder of the Apache Kafka jars (broker, tools,
 // MirrorMaker 2, Log4j2); the classpath is Libs(t)+"/*".
 func Libs(t testing.TB) string {

@@ -8,6 +8,20 @@ import (
 	"time"
 )
 
+// Every polls cond every poll until it holds, failing t after timeout:
+// for a test that times how soon cond holds, where For's growing poll
+// would add up to 250 ms to the time.
+func Every(t testing.TB, timeout, poll time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(poll)
+	}
+}
+
 // For polls cond until it holds, failing t after timeout. The poll starts
 // at 10 ms and doubles up to 250 ms, so a condition that holds soon is seen
 // soon and a long wait costs little.

@@ -22,9 +22,11 @@ func (r *recorder) Fatalf(format string, args ...any) {
 	panic(r) // stop For, as runtime.Goexit stops a test
 }
 
+// TestFor tests For and, with every set, Every.
 func TestFor(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
+		every     time.Duration // Every's poll; 0: For
 		holdsAt   time.Duration // cond holds from then on; <0 never
 		timeout   time.Duration
 		wantFail  bool
@@ -35,6 +37,10 @@ func TestFor(t *testing.T) {
 		{name: "soon", holdsAt: 100 * time.Millisecond, timeout: time.Second, wantAfter: 150 * time.Millisecond},
 		// Then 310 and 250 ms apart: 560, 810, 1060 (past the deadline).
 		{name: "never", holdsAt: -1, timeout: time.Second, wantFail: true, wantAfter: 1060 * time.Millisecond},
+		{name: "every, at once", every: 20 * time.Millisecond, holdsAt: 0, timeout: time.Second},
+		// Polls every 20 ms: 50 ms is seen at 60, not at For's 70.
+		{name: "every, soon", every: 20 * time.Millisecond, holdsAt: 50 * time.Millisecond, timeout: time.Second, wantAfter: 60 * time.Millisecond},
+		{name: "every, never", every: 20 * time.Millisecond, holdsAt: -1, timeout: time.Second, wantFail: true, wantAfter: 1020 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -46,9 +52,12 @@ func TestFor(t *testing.T) {
 							panic(p)
 						}
 					}()
-					For(r, tc.timeout, "the thing", func() bool {
-						return tc.holdsAt >= 0 && time.Since(start) >= tc.holdsAt
-					})
+					cond := func() bool { return tc.holdsAt >= 0 && time.Since(start) >= tc.holdsAt }
+					if tc.every > 0 {
+						Every(r, tc.timeout, tc.every, "the thing", cond)
+					} else {
+						For(r, tc.timeout, "the thing", cond)
+					}
 				}()
 				if failed := r.failed != ""; failed != tc.wantFail {
 					t.Fatalf("failed = %v (%q), want %v", failed, r.failed, tc.wantFail)

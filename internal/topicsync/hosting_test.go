@@ -27,7 +27,7 @@ type fakeTarget struct {
 	*kfake.Cluster
 	mu       sync.Mutex
 	unhosted map[string]map[int32]bool
-	refuse   map[string]bool
+	refuse   map[string]int16 // the error code CreateTopics answers for a topic
 }
 
 func newFakeTarget(t *testing.T) *fakeTarget {
@@ -36,7 +36,7 @@ func newFakeTarget(t *testing.T) *fakeTarget {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	f := &fakeTarget{Cluster: c, unhosted: map[string]map[int32]bool{}, refuse: map[string]bool{}}
+	f := &fakeTarget{Cluster: c, unhosted: map[string]map[int32]bool{}, refuse: map[string]int16{}}
 	c.ControlKey(int16(kmsg.ListOffsets), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		req := r.(*kmsg.ListOffsetsRequest)
@@ -63,12 +63,13 @@ func newFakeTarget(t *testing.T) *fakeTarget {
 		req := r.(*kmsg.CreateTopicsRequest)
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if len(req.Topics) != 1 || !f.refuse[req.Topics[0].Topic] {
+		code, ok := f.refuse[req.Topics[0].Topic]
+		if len(req.Topics) != 1 || !ok {
 			return nil, nil, false
 		}
 		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 		st := kmsg.NewCreateTopicsResponseTopic()
-		st.Topic, st.ErrorCode = req.Topics[0].Topic, kerr.PolicyViolation.Code
+		st.Topic, st.ErrorCode = req.Topics[0].Topic, code
 		resp.Topics = append(resp.Topics, st)
 		return resp, nil, true
 	})
@@ -204,7 +205,7 @@ func TestHostedPartitions(t *testing.T) {
 	// The target refuses to create a remote topic: none of its
 	// partitions is Hosted, with the reason.
 	tgt.mu.Lock()
-	tgt.refuse["A.bad"] = true
+	tgt.refuse["A.bad"] = kerr.PolicyViolation.Code
 	tgt.mu.Unlock()
 	partitions(srcAdm, "bad", 2)
 	var bad Topic
@@ -224,5 +225,65 @@ func TestHostedPartitions(t *testing.T) {
 	}
 	if bad.Hosted != 0 || bad.Ready {
 		t.Errorf("refused topic: Hosted %d, Ready %v; want 0, false", bad.Hosted, bad.Ready)
+	}
+
+	// A replication factor the target has the brokers for, refused while
+	// one is in controlled shutdown: the topic waits with the reason and
+	// is made at a later round; Sync does not fail (it failed the flow's
+	// start). One larger than the target fails Sync, naming the key.
+	// (The fake refuses only requests of one topic: "bad" is left out.)
+	if s.Topics, err = policy.NewFilter([]string{"t", "rf", "big"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.ReplicationFactor = 1
+	tgt.mu.Lock()
+	tgt.refuse["A.rf"] = kerr.InvalidReplicationFactor.Code
+	tgt.mu.Unlock()
+	partitions(srcAdm, "rf", 1)
+	find := func(name string) (Topic, error) {
+		ts, err := s.Sync(ctx)
+		for _, tp := range ts {
+			if tp.Name == name {
+				return tp, err
+			}
+		}
+		return Topic{}, err
+	}
+	var rf Topic
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(rf.Err, "INVALID_REPLICATION_FACTOR"); time.Sleep(5 * time.Millisecond) {
+		if rf, err = find("rf"); err != nil {
+			t.Fatalf("Sync with the replication factor refused for now: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic refused for now: Err %q, want INVALID_REPLICATION_FACTOR", rf.Err)
+		}
+	}
+	tgt.mu.Lock()
+	delete(tgt.refuse, "A.rf")
+	tgt.mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); rf.Err != "" || rf.Hosted != 1; time.Sleep(5 * time.Millisecond) {
+		if rf, err = find("rf"); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic after the refusal passed: Err %q, Hosted %d; want made", rf.Err, rf.Hosted)
+		}
+	}
+	s.ReplicationFactor = 3
+	tgt.mu.Lock()
+	tgt.refuse["A.big"] = kerr.InvalidReplicationFactor.Code
+	tgt.mu.Unlock()
+	partitions(srcAdm, "big", 1)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, err := s.Sync(ctx)
+		if err != nil {
+			if !strings.Contains(err.Error(), "key replication.factor") {
+				t.Fatalf("Sync with a factor larger than the target: %v; want the key named", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Sync with a factor larger than the target did not fail")
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/lograte"
 	"github.com/kmirror/kmirror/internal/policy"
 )
@@ -244,7 +245,10 @@ func (s *Syncer) createAll(ctx context.Context, ts []*Topic, configs map[string]
 				s.Log.Info("created remote topic", "topic", t.Remote, "cluster", s.TargetAlias, "partitions", t.Partitions, "replication_factor", s.ReplicationFactor, "configs", n)
 			case errors.Is(err, kerr.TopicAlreadyExists):
 				// Created meanwhile; its partitions are checked next round.
-			case errors.Is(err, kerr.InvalidReplicationFactor):
+			case errors.Is(err, kerr.InvalidReplicationFactor) && !internaltopic.RefusedForNow(ctx, s.Target, s.ReplicationFactor):
+				// A factor refused while the target has the brokers
+				// for it (one in controlled shutdown) is retried
+				// next round, as other failures are (default).
 				return nil, fmt.Errorf("creating remote topic %s on %s with replication factor %d (key replication.factor): %w", t.Remote, s.TargetAlias, s.ReplicationFactor, err)
 			default:
 				if ctx.Err() != nil {
