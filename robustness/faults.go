@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/kmirror/kmirror/internal/backoff"
 	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
@@ -270,9 +271,27 @@ func (r *Run) pickNode(ctx context.Context, c *testkafka.Cluster, f fault) (int3
 }
 
 // setQuota sets (or, remove, deletes) a producer byte rate of 1 KiB/s for
-// every client of the target without a quota of its own.
+// every client of the target without a quota of its own. A broker fault
+// running beside it can refuse the request (a broker shutting down closes
+// new connections), so it is tried again for up to two minutes: a quota
+// left in place would throttle the workers for the rest of the run and
+// show as their lag (stop 27's CI).
 func (r *Run) setQuota(ctx context.Context, remove bool) error {
 	op := kadm.AlterClientQuotaOp{Key: "producer_byte_rate", Value: 1024, Remove: remove}
+	try := 0
+	return backoff.Retry(ctx, backoff.Policy{First: 250 * time.Millisecond, Max: 5 * time.Second, For: 2 * time.Minute},
+		func(error) bool { return ctx.Err() == nil },
+		func() error {
+			try++
+			err := r.alterQuota(ctx, op)
+			if err != nil {
+				r.logf("quota (remove=%v) try %d: %v", remove, try, err)
+			}
+			return err
+		})
+}
+
+func (r *Run) alterQuota(ctx context.Context, op kadm.AlterClientQuotaOp) error {
 	res, err := r.dstAdm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
 		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id"}}, // the default client id
 		Ops:    []kadm.AlterClientQuotaOp{op},
