@@ -2,11 +2,17 @@ package flow
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metrics"
@@ -88,4 +94,66 @@ func fakeCluster(t *testing.T) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// TestOpenStoreWaitsOutBroker: a target broker that goes down as the
+// flow reads its progress (its connection closed, new ones closed during
+// the API versions exchange, as a proxy in front of a broker that is down
+// does) is waited out; the start does not fail. kgo does not retry a
+// connection closed before its first answer, and a robustness run's
+// workers exited here (robustness.md, bug 9).
+func TestOpenStoreWaitsOutBroker(t *testing.T) {
+	a, b := fakeCluster(t), fakeCluster(t)
+	fc := planFlow(t, "clusters = A, B\nA.bootstrap.servers = "+a.ListenAddrs()[0]+"\nB.bootstrap.servers = "+b.ListenAddrs()[0]+
+		"\nA->B.enabled = true\n"+config.FetchesKey+" = 1\n")
+	var down, failed atomic.Int32 // connections still to refuse; refused
+	var struck atomic.Bool
+	b.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		b.KeepControl()
+		r := req.(*kmsg.ListOffsetsRequest)
+		if len(r.Topics) == 0 || r.Topics[0].Topic != fc.OffsetStorageTopic || struck.Swap(true) {
+			return nil, nil, false
+		}
+		down.Store(6)
+		return nil, errors.New("broker going down"), true
+	})
+	b.ControlKey(int16(kmsg.ApiVersions), func(kmsg.Request) (kmsg.Response, error, bool) {
+		b.KeepControl()
+		if down.Add(-1) < 0 {
+			down.Store(0)
+			return nil, nil, false
+		}
+		failed.Add(1)
+		return nil, errors.New("broker down"), true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	logs := &strings.Builder{}
+	var mu sync.Mutex
+	f := New(fc, Options{}, metrics.New(), slog.New(slog.NewTextHandler(lockedWriter{&mu, logs}, nil)))
+	defer f.close()
+	r := &running{f: f, c: fc, plan: PlanOf(fc, false), assigned: map[progress.TP]bool{}, kick: make(chan struct{}, 1), looked: map[progress.TP]bool{}}
+	if err := r.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.build(ctx); err != nil {
+		t.Fatalf("build failed while the broker came back: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed.Load() == 0 || !strings.Contains(logs.String(), "starting the flow failed; retrying") {
+		t.Errorf("%d connections refused; log:\n%s", failed.Load(), logs)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
