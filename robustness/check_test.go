@@ -108,28 +108,50 @@ func withOffset(r rec, off int64) rec { r.Offset = off; return r }
 func TestCheckCheckpoints(t *testing.T) {
 	// Target offsets 0..3 hold source offsets 10, 11, 11 (a duplicate), 13.
 	srcOffset := map[int64]int64{0: 10, 1: 11, 2: 11, 3: 13}
+	// Two workers copying one partition for a moment: 12 and 13 are on
+	// the target twice, interleaved with the other's copies.
+	twice := map[int64]int64{0: 10, 1: 12, 2: 11, 3: 13, 4: 12, 5: 13}
+	t0 := time.Date(2026, 12, 3, 19, 38, 0, 0, time.UTC)
 	cp := func(up, down int64) checkpoint {
-		return checkpoint{group: "g", topic: "t", upstream: up, downstream: down}
+		return checkpoint{group: "g", topic: "t", upstream: up, downstream: down, producer: 4, at: t0}
+	}
+	by := func(c checkpoint, producer int64, after time.Duration) checkpoint {
+		c.producer, c.at = producer, t0.Add(after)
+		return c
 	}
 	tests := []struct {
-		name string
-		cps  []checkpoint
-		want string
+		name      string
+		srcOffset map[int64]int64
+		cps       []checkpoint
+		want      string // a problem
+		note      bool   // accepted, said as a note
 	}{
-		{"in step", []checkpoint{cp(10, 0), cp(12, 3), cp(14, 4)}, ""},
-		{"behind is fine", []checkpoint{cp(14, 2)}, ""},
-		{"ahead", []checkpoint{cp(12, 4)}, "ahead of the data"},
-		{"beyond the end", []checkpoint{cp(20, 5)}, "beyond the target's end"},
+		{"in step", srcOffset, []checkpoint{cp(10, 0), cp(12, 3), cp(14, 4)}, "", false},
+		{"behind is fine", srcOffset, []checkpoint{cp(14, 2)}, "", false},
+		{"ahead", srcOffset, []checkpoint{cp(12, 4)}, "ahead of the data: every copy of source offset 13", false},
+		{"beyond the end", srcOffset, []checkpoint{cp(20, 7)}, "beyond the target's end", false},
+		// Copies below the downstream offset are fine while each record
+		// has one at or after it.
+		{"copied again after", twice, []checkpoint{cp(12, 3)}, "", false},
+		{"only copy below", twice, []checkpoint{cp(12, 5)}, "ahead of the data: every copy of source offset 12", false},
 		// The group's offset went back: MM2's rule emits the rewind.
-		{"both back (a rewind)", []checkpoint{cp(14, 4), cp(12, 3)}, ""},
-		{"upstream back, downstream on", []checkpoint{cp(12, 2), cp(11, 3)}, "went back"},
-		{"downstream back", []checkpoint{cp(12, 3), cp(12, 2)}, "went back"},
-		{"downstream back, upstream on", []checkpoint{cp(12, 3), cp(14, 2)}, "went back"},
+		{"both back (a rewind)", srcOffset, []checkpoint{cp(14, 4), cp(12, 3)}, "", false},
+		{"upstream back, downstream on", srcOffset, []checkpoint{cp(12, 2), cp(11, 3)}, "went back", false},
+		{"downstream back", srcOffset, []checkpoint{cp(12, 3), cp(12, 2)}, "went back", false},
+		{"downstream back, upstream on", srcOffset, []checkpoint{cp(12, 3), cp(14, 2)}, "went back", false},
+		// Two leaders for a moment (a frozen worker and its replacement).
+		{"back, another leader at once", srcOffset, []checkpoint{cp(12, 3), by(cp(12, 2), 6, 2*time.Second)}, "", true},
+		{"back, another leader long after", srcOffset, []checkpoint{cp(12, 3), by(cp(12, 2), 6, time.Minute)}, "went back", false},
+		{"back, same producer", srcOffset, []checkpoint{cp(12, 3), by(cp(12, 2), 4, time.Second)}, "went back", false},
 	}
 	for _, tt := range tests {
-		got := strings.Join(checkCheckpoints(tt.cps, srcOffset, 4), "; ")
+		problems, notes := checkCheckpoints(tt.cps, tt.srcOffset, 6)
+		got := strings.Join(problems, "; ")
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+		if (len(notes) > 0) != tt.note {
+			t.Errorf("%s: notes %q, want some: %v", tt.name, notes, tt.note)
 		}
 	}
 }
