@@ -183,18 +183,25 @@ func decodeCheckpoint(k, v []byte) (checkpoint, error) {
 	return c, nil
 }
 
-// skipped returns the lowest source offset at or after up whose every copy
-// on the target lies below down (-1 if none): a group that resumes at down
-// on the target never reads that record. A record copied twice (two
-// workers copying one partition for a moment, at-least-once) may have a
-// copy below down as long as another lies at or after it.
-func skipped(srcOffset map[int64]int64, up, down int64) int64 {
-	last := map[int64]int64{} // source offset -> its last copy on the target
+// lastCopies maps each source offset to the target offset of its last
+// copy, from srcOffset (target offset -> source offset).
+func lastCopies(srcOffset map[int64]int64) map[int64]int64 {
+	last := make(map[int64]int64, len(srcOffset))
 	for o, s := range srcOffset {
 		if cur, ok := last[s]; !ok || o > cur {
 			last[s] = o
 		}
 	}
+	return last
+}
+
+// skipped returns the lowest source offset at or after up whose every copy
+// on the target lies below down (-1 if none), from lastCopies: a group
+// that resumes at down on the target never reads that record. A record
+// copied twice (two workers copying one partition for a moment,
+// at-least-once) may have a copy below down as long as another lies at or
+// after it.
+func skipped(last map[int64]int64, up, down int64) int64 {
 	lo := int64(-1)
 	for s, o := range last {
 		if s >= up && o < down && (lo < 0 || s < lo) {
@@ -224,6 +231,7 @@ const leaderOverlap = 30 * time.Second
 // Going back there means duplicates on a failover, never a skipped
 // record; robustness.md, Open, says what would fence it.
 func checkCheckpoints(cps []checkpoint, srcOffset map[int64]int64, targetEnd int64) (problems, notes []string) {
+	last := lastCopies(srcOffset)
 	for i, c := range cps {
 		if i > 0 {
 			p := cps[i-1]
@@ -241,7 +249,7 @@ func checkCheckpoints(cps []checkpoint, srcOffset map[int64]int64, targetEnd int
 		if c.downstream > targetEnd {
 			problems = append(problems, fmt.Sprintf("checkpoint %s %s[%d] downstream %d beyond the target's end %d", c.group, c.topic, c.partition, c.downstream, targetEnd))
 		}
-		if s := skipped(srcOffset, c.upstream, c.downstream); s >= 0 {
+		if s := skipped(last, c.upstream, c.downstream); s >= 0 {
 			problems = append(problems, fmt.Sprintf("checkpoint %s %s[%d] (upstream %d, downstream %d) is ahead of the data: every copy of source offset %d on the target is below %d",
 				c.group, c.topic, c.partition, c.upstream, c.downstream, s, c.downstream))
 		}

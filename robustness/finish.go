@@ -472,7 +472,7 @@ func (r *Run) checkGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64
 			if o.At > ends[tp{o.Topic, o.Partition}] {
 				t.Errorf("group %s on the target: %s[%d] at %d, beyond the end %d", g, o.Topic, o.Partition, o.At, ends[tp{o.Topic, o.Partition}])
 			}
-			if s := skipped(srcOffsets[tp{srcTopic, o.Partition}], so.At, o.At); s >= 0 {
+			if s := skipped(lastCopies(srcOffsets[tp{srcTopic, o.Partition}]), so.At, o.At); s >= 0 {
 				t.Errorf("group %s on the target: %s[%d] at %d is ahead of the data: every copy of source offset %d is below it, the group committed %d on the source",
 					g, o.Topic, o.Partition, o.At, s, so.At)
 			}

@@ -3,10 +3,8 @@ package flow
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
 // TestBuild: build makes from a plan the clients it asks for, the
@@ -41,15 +40,11 @@ func TestBuild(t *testing.T) {
 		{"exactly-once", config.FetchesKey + " = 1\nB.exactly.once.source.support = enabled\n", 2, 6, "target"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a, b := fakeCluster(t), fakeCluster(t)
-			base := "clusters = A, B\nA.bootstrap.servers = " + a.ListenAddrs()[0] + "\nB.bootstrap.servers = " + b.ListenAddrs()[0] +
-				"\nA->B.enabled = true\n"
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			fc := planFlow(t, base+tt.body)
-			f := New(fc, Options{}, metrics.New(), slog.New(slog.DiscardHandler))
-			defer f.close()
-			r := &running{f: f, c: fc, plan: PlanOf(fc, false), assigned: map[progress.TP]bool{}, kick: make(chan struct{}, 1), looked: map[progress.TP]bool{}}
+			fc := planFlow(t, flowA2B(fakeCluster(t), fakeCluster(t))+tt.body)
+			r := newRunning(t, fc, slog.New(slog.DiscardHandler))
+			f := r.f
 			if err := r.connect(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -87,6 +82,20 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+// flowA2B is the configuration of a flow A->B between two clusters.
+func flowA2B(a, b *kfake.Cluster) string {
+	return "clusters = A, B\nA.bootstrap.servers = " + a.ListenAddrs()[0] + "\nB.bootstrap.servers = " + b.ListenAddrs()[0] +
+		"\nA->B.enabled = true\n"
+}
+
+// newRunning is a flow's start as Run makes it, before connect and build;
+// the flow is closed when the test ends.
+func newRunning(t *testing.T, fc *config.Flow, log *slog.Logger) *running {
+	f := New(fc, Options{}, metrics.New(), log)
+	t.Cleanup(f.close)
+	return &running{f: f, c: fc, plan: PlanOf(fc, false), assigned: map[progress.TP]bool{}, kick: make(chan struct{}, 1), looked: map[progress.TP]bool{}}
+}
+
 func fakeCluster(t *testing.T) *kfake.Cluster {
 	c, err := kfake.NewCluster(kfake.NumBrokers(3))
 	if err != nil {
@@ -103,9 +112,8 @@ func fakeCluster(t *testing.T) *kfake.Cluster {
 // connection closed before its first answer, and a robustness run's
 // workers exited here (robustness.md, bug 9).
 func TestOpenStoreWaitsOutBroker(t *testing.T) {
-	a, b := fakeCluster(t), fakeCluster(t)
-	fc := planFlow(t, "clusters = A, B\nA.bootstrap.servers = "+a.ListenAddrs()[0]+"\nB.bootstrap.servers = "+b.ListenAddrs()[0]+
-		"\nA->B.enabled = true\n"+config.FetchesKey+" = 1\n")
+	b := fakeCluster(t)
+	fc := planFlow(t, flowA2B(fakeCluster(t), b)+config.FetchesKey+" = 1\n")
 	var down, failed atomic.Int32 // connections still to refuse; refused
 	var struck atomic.Bool
 	b.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -128,32 +136,15 @@ func TestOpenStoreWaitsOutBroker(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	logs := &strings.Builder{}
-	var mu sync.Mutex
-	f := New(fc, Options{}, metrics.New(), slog.New(slog.NewTextHandler(lockedWriter{&mu, logs}, nil)))
-	defer f.close()
-	r := &running{f: f, c: fc, plan: PlanOf(fc, false), assigned: map[progress.TP]bool{}, kick: make(chan struct{}, 1), looked: map[progress.TP]bool{}}
+	var logs testkafka.Logs
+	r := newRunning(t, fc, logs.Logger())
 	if err := r.connect(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.build(ctx); err != nil {
 		t.Fatalf("build failed while the broker came back: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if failed.Load() == 0 || !strings.Contains(logs.String(), "starting the flow failed; retrying") {
-		t.Errorf("%d connections refused; log:\n%s", failed.Load(), logs)
+	if failed.Load() == 0 || len(logs.Lines("starting the flow failed; retrying")) == 0 {
+		t.Errorf("%d connections refused; log:\n%s", failed.Load(), strings.Join(logs.Lines(""), "\n"))
 	}
-}
-
-// lockedWriter serialises writes to w.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }
