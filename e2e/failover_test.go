@@ -21,7 +21,8 @@ import (
 // produceFailoverWorkload writes, to a two-partition topic, plain records
 // in batches of batch to partition 0 and transactions of 10 records to
 // partition 1 (a marker after each; the transactions listed in aborted are
-// aborted). Keys are unique.
+// aborted). Keys are unique. It returns once the last transaction's
+// marker is on partition 1.
 func produceFailoverWorkload(t *testing.T, a *testkafka.Cluster, topic string, plain, batch, txns int, aborted ...int) {
 	t.Helper()
 	cl := a.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
@@ -54,6 +55,20 @@ func produceFailoverWorkload(t *testing.T, a *testkafka.Cluster, topic string, p
 			t.Fatal(err)
 		}
 	}
+	// EndTransaction returns once the coordinator has decided; the marker
+	// reaches the partition a moment later, and until then a
+	// read_committed reader (ReadAll) stops before the last transaction.
+	adm := a.Admin(t)
+	waitFor(t, 30*time.Second, "the last transaction's marker on "+topic, func() bool {
+		hw, err1 := adm.ListEndOffsets(ctx(t), topic)
+		lso, err2 := adm.ListCommittedOffsets(ctx(t), topic)
+		if err1 != nil || err2 != nil || hw.Error() != nil || lso.Error() != nil {
+			return false
+		}
+		h, _ := hw.Lookup(topic, 1)
+		l, _ := lso.Lookup(topic, 1)
+		return l.Offset == h.Offset
+	})
 }
 
 // commitOnA commits offsets for group on c as a member of the group would:

@@ -84,7 +84,8 @@ func reassign(t *testing.T, m mode, txnID string) {
 	}
 
 	// Read everything the target holds (read_committed: with exactly-once
-	// only committed records count), until three polls in a row find nothing.
+	// only committed records count): n records, then one poll more that
+	// finds nothing. Fewer than n fail at the test's deadline.
 	rd, err := kgo.NewClient(kgo.SeedBrokers(dst.ListenAddrs()...), kgo.ConsumeTopics("A.t"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
@@ -92,18 +93,19 @@ func reassign(t *testing.T, m mode, txnID string) {
 	}
 	defer rd.Close()
 	var keys []string
-	for empty := 0; empty < 3; {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+	for more := true; more; {
+		pctx, pcancel := ctx, context.CancelFunc(func() {})
+		if len(keys) >= n {
+			pctx, pcancel = context.WithTimeout(ctx, time.Second)
+		}
 		fs := rd.PollFetches(pctx)
 		pcancel()
 		if ctx.Err() != nil {
-			t.Fatalf("read %d records %v, want %d", len(keys), keys, n)
+			t.Fatalf("target holds %d records %v, want %d", len(keys), keys, n)
 		}
 		before := len(keys)
 		fs.EachRecord(func(r *kgo.Record) { keys = append(keys, string(r.Key)) })
-		if empty++; len(keys) > before {
-			empty = 0
-		}
+		more = len(keys) < n || len(keys) > before
 	}
 	if len(keys) != n {
 		t.Fatalf("target holds %d records %v, want %d", len(keys), keys, n)
