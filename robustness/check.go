@@ -211,11 +211,6 @@ func skipped(last map[int64]int64, up, down int64) int64 {
 	return lo
 }
 
-// leaderOverlap is how long two workers may both lead the flow after a
-// rebalance: a worker frozen past its session (worker-stop) goes on as the
-// leader until its group consumer learns it was replaced.
-const leaderOverlap = 30 * time.Second
-
 // checkCheckpoints checks a group partition's checkpoints in the order
 // written: the downstream offset never goes back unless the upstream one
 // did (the group's offset went back: MM2's rule emits that rewind, and a
@@ -223,14 +218,10 @@ const leaderOverlap = 30 * time.Second
 // robustness.md), neither moves alone against the other, and none is
 // ahead of the copied data (no source record at or after the upstream
 // offset has all its copies below the downstream one, and the downstream
-// offset is within the target partition).
-//
-// One exception, returned as a note and not a problem: a checkpoint that
-// goes back after one another leader wrote within leaderOverlap (two
-// producers: a worker that was frozen, and the one that replaced it).
-// Going back there means duplicates on a failover, never a skipped
-// record; robustness.md, Open, says what would fence it.
-func checkCheckpoints(cps []checkpoint, srcOffset map[int64]int64, targetEnd int64) (problems, notes []string) {
+// offset is within the target partition). Two workers that both believe
+// they lead the flow for a moment (one frozen past its session) may not
+// make one go back either: the new leader's task fences the old one's.
+func checkCheckpoints(cps []checkpoint, srcOffset map[int64]int64, targetEnd int64) (problems []string) {
 	last := lastCopies(srcOffset)
 	for i, c := range cps {
 		if i > 0 {
@@ -239,11 +230,7 @@ func checkCheckpoints(cps []checkpoint, srcOffset map[int64]int64, targetEnd int
 			if !rewind && (c.upstream < p.upstream || c.downstream < p.downstream) {
 				msg := fmt.Sprintf("checkpoint %s %s[%d] went back: upstream %d -> %d, downstream %d -> %d (checkpoints offsets %d, %d; producers %d, %d)",
 					c.group, c.topic, c.partition, p.upstream, c.upstream, p.downstream, c.downstream, p.offset, c.offset, p.producer, c.producer)
-				if twoLeaders(p, c) {
-					notes = append(notes, msg+": two leaders at once")
-				} else {
-					problems = append(problems, msg)
-				}
+				problems = append(problems, msg)
 			}
 		}
 		if c.downstream > targetEnd {
@@ -257,14 +244,7 @@ func checkCheckpoints(cps []checkpoint, srcOffset map[int64]int64, targetEnd int
 			break
 		}
 	}
-	return problems, notes
-}
-
-// twoLeaders reports whether checkpoints a and b came from two producers
-// (two workers' checkpoint tasks) within leaderOverlap of each other.
-func twoLeaders(a, b checkpoint) bool {
-	d := b.at.Sub(a.at)
-	return a.producer != b.producer && a.producer >= 0 && b.producer >= 0 && d < leaderOverlap && d > -leaderOverlap
+	return problems
 }
 
 // metricSeries parses Prometheus text: series name{labels} -> value for

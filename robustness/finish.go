@@ -389,12 +389,16 @@ func (r *Run) checkGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64
 	ends := r.targetEnds(ctx)
 	// Checkpoints topic, read whole.
 	topic := srcAlias + ".checkpoints.internal"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.dst.Bootstrap...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	// Committed checkpoints only, as a failover reads them: a fenced
+	// task's aborted transaction stays in the log. Markers are kept to
+	// see the end.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.dst.Bootstrap...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	cpEnds, err := r.dstAdm.ListEndOffsets(ctx, topic)
+	cpEnds, err := r.dstAdm.ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,6 +414,12 @@ func (r *Run) checkGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64
 	defer cancel()
 	for len(want) > 0 && rctx.Err() == nil {
 		cl.PollFetches(rctx).EachRecord(func(rec *kgo.Record) {
+			if rec.Offset+1 >= want[rec.Partition] {
+				delete(want, rec.Partition)
+			}
+			if rec.Attrs.IsControl() {
+				return
+			}
 			c, err := decodeCheckpoint(rec.Key, rec.Value)
 			if err != nil {
 				t.Errorf("checkpoint at %d: %v", rec.Offset, err)
@@ -419,9 +429,6 @@ func (r *Run) checkGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64
 			k := c.group + "/" + c.topic + "/" + strconv.Itoa(int(c.partition))
 			byGroupTP[k] = append(byGroupTP[k], c)
 			n++
-			if rec.Offset+1 >= want[rec.Partition] {
-				delete(want, rec.Partition)
-			}
 		})
 	}
 	if n == 0 {
@@ -431,12 +438,8 @@ func (r *Run) checkGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64
 		c := cps[0]
 		// Checkpoints name the remote topic.
 		src := tp{strings.TrimPrefix(c.topic, srcAlias+"."), c.partition}
-		problems, notes := checkCheckpoints(cps, srcOffsets[src], ends[tp{c.topic, c.partition}])
-		for _, pr := range problems {
+		for _, pr := range checkCheckpoints(cps, srcOffsets[src], ends[tp{c.topic, c.partition}]) {
 			t.Errorf("%s", pr)
-		}
-		for _, n := range notes {
-			r.logf("ACCEPTED (robustness.md, Open): %s", n)
 		}
 	}
 

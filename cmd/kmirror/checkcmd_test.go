@@ -36,7 +36,8 @@ func TestCheckCommand(t *testing.T) {
 				"  start: partitions without progress start at the log end (auto.offset.reset = latest)\n" +
 				"  provenance header: written; records that came from the target are not copied back\n" +
 				"  exactly-once: on (B.exactly.once.source.support = enabled), records and progress in target transactions, 2 slots, transactional ids kmirror-A->B-slot-0 to kmirror-A->B-slot-1\n" +
-				`  workers: group "kmirror-A->B" on A shares the partitions between kmirror processes` + "\n  topics: ",
+				`  workers: group "kmirror-A->B" on A shares the partitions between kmirror processes` + "\n" +
+				"  checkpoints: the worker that leads the flow writes them in transactions (transactional id kmirror-A->B-checkpoints), fencing the one that led before\n  topics: ",
 				"flow B->A:\n  data path: batch engine, every batch is re-encoded because the provenance header is written",
 				"  start: partitions without progress start at the log start\n"}},
 		{"heartbeats only", base, 0, []string{"heartbeats only A->B", "heartbeats only B->A", "only heartbeats run"}},

@@ -19,6 +19,7 @@ import (
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/internaltopic"
+	"github.com/kmirror/kmirror/internal/kafkaerr"
 	"github.com/kmirror/kmirror/internal/lograte"
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/offsetsync"
@@ -82,7 +83,25 @@ type Config struct {
 	Flow    *config.Flow
 	Metrics *metrics.Metrics // nil: a private registry
 	Log     *slog.Logger     // nil: slog.Default
+
+	// TransactionalID, when set, makes the task write each round's
+	// checkpoints in one transaction under it (group mode): a task that
+	// starts fences the one before it, which may still believe it leads
+	// the flow. "" writes them plainly.
+	TransactionalID string
 }
+
+// ErrFenced ends a task whose transactional ID another task took (a new
+// leader of the flow). ErrTxnUnknown ends one whose transaction could be
+// neither committed nor aborted. Either way the task stops as if it had
+// lost the lead, and should not start again at once (Yielded).
+var (
+	ErrFenced     = errors.New("another worker's checkpoint task took over this flow's checkpoints (fenced)")
+	ErrTxnUnknown = errors.New("a checkpoint transaction ended in an unknown state")
+)
+
+// Yielded reports whether a task ended with ErrFenced or ErrTxnUnknown.
+func Yielded(err error) bool { return errors.Is(err, ErrFenced) || errors.Is(err, ErrTxnUnknown) }
 
 // Task runs the checkpoint side of one flow.
 type Task struct {
@@ -100,7 +119,8 @@ type Task struct {
 	tgtConn  []kgo.Opt
 
 	srcAdm, tgtAdm *kadm.Client
-	producer       *kgo.Client
+	producer       *kgo.Client // transactional while txnID is set
+	txnID          string      // "" once the target refused it (plain writes)
 	closers        []func()
 
 	// writeTimeout bounds each write of a group's checkpoints
@@ -113,6 +133,7 @@ type Task struct {
 	mu     sync.Mutex
 	last   map[string]map[cpKey]wire.Checkpoint // CheckpointStore: group -> partition -> last
 	known  int64                                // the checkpoints topic (partition 0) is applied to last up to here
+	marks  int64                                // commit markers of this task's transactions past known
 	reads  int                                  // times the checkpoints topic was read
 	listed []string                             // groups found at the last refresh
 	states map[string]string                    // their state on the source then
@@ -126,7 +147,8 @@ type cpKey struct {
 // New builds a Task and its clients; Run starts it.
 func New(c Config) (*Task, error) {
 	f := c.Flow
-	t := &Task{cfg: f, m: c.Metrics, log: c.Log, last: make(map[string]map[cpKey]wire.Checkpoint), writeTimeout: WriteTimeout}
+	t := &Task{cfg: f, m: c.Metrics, log: c.Log, last: make(map[string]map[cpKey]wire.Checkpoint), writeTimeout: WriteTimeout,
+		txnID: c.TransactionalID}
 	if t.m == nil {
 		t.m = metrics.New()
 	}
@@ -160,13 +182,29 @@ func New(c Config) (*Task, error) {
 		return nil, err
 	}
 	t.srcAdm, t.tgtAdm = kadm.NewClient(srcAdm), kadm.NewClient(tgtAdm)
-	t.producer, err = t.client("checkpoint-producer", clients.Producer, f.TargetProducer,
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
+	if err := t.newProducer(); err != nil {
 		t.Close()
 		return nil, err
 	}
 	return t, nil
+}
+
+// newProducer makes (or makes again) the task's producer on the target:
+// transactional under t.txnID when set.
+func (t *Task) newProducer() error {
+	opts := []kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks())}
+	if t.txnID != "" {
+		opts = append(opts, kgo.TransactionalID(t.txnID))
+	}
+	cl, _, err := clients.New(clients.ID(t.cfg.Name(), "checkpoint-producer"), clients.Producer, t.cfg.TargetProducer, opts...)
+	if err != nil {
+		return fmt.Errorf("flow %s, checkpoint-producer client: %w", t.cfg.Name(), err)
+	}
+	if t.producer != nil {
+		t.producer.Close()
+	}
+	t.producer = cl
+	return nil
 }
 
 func (t *Task) conn(role string, kind clients.Role, props map[string]string) ([]kgo.Opt, error) {
@@ -188,6 +226,10 @@ func (t *Task) client(role string, kind clients.Role, props map[string]string, e
 
 // Close releases the clients; Run calls it when it returns.
 func (t *Task) Close() {
+	if t.producer != nil {
+		t.producer.Close()
+		t.producer = nil
+	}
 	for i := len(t.closers) - 1; i >= 0; i-- {
 		t.closers[i]()
 	}
@@ -197,14 +239,23 @@ func (t *Task) Close() {
 // Store returns the task's offset-sync store.
 func (t *Task) Store() *Store { return t.store }
 
-// Run creates the checkpoints topic, loads the last checkpoints, follows
-// the offset syncs, and emits checkpoints (and syncs group offsets) at the
-// configured intervals until ctx ends. It returns an error only when the
-// task cannot start.
+// Run creates the checkpoints topic, fences the task before it (with a
+// transactional ID), loads the last checkpoints, follows the offset syncs,
+// and emits checkpoints (and syncs group offsets) at the configured
+// intervals until ctx ends. It returns an error when the task cannot
+// start, and one that Yielded reports when another task fenced it.
 func (t *Task) Run(ctx context.Context) error {
 	defer t.Close()
 	f := t.cfg
 	if err := t.createTopic(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("flow %s: %w", f.Name(), err)
+	}
+	// Fence first, then read: whatever the task before wrote is then
+	// committed or aborted, and nothing more of it comes.
+	if err := t.fence(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -218,6 +269,8 @@ func (t *Task) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // before the wait: a fenced task ends its follower too
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -241,8 +294,11 @@ func (t *Task) Run(ctx context.Context) error {
 		case <-refresh.C:
 			t.refreshGroups(ctx)
 		case <-emit.C:
-			if t.store.Ready() {
-				t.EmitOnce(ctx)
+			if !t.store.Ready() {
+				continue
+			}
+			if err := t.EmitOnce(ctx); err != nil {
+				return fmt.Errorf("flow %s: %w", f.Name(), err)
 			}
 		case <-syncGroups.C:
 			if t.store.Ready() {
@@ -276,6 +332,59 @@ func (t *Task) createTopic(ctx context.Context) error {
 		})
 }
 
+// fenceFor bounds how long fence retries errors that pass by themselves
+// before the task writes plainly: a target whose transaction coordinator
+// never comes up (a one-broker cluster with transaction.state.log.*
+// settings it cannot meet) would otherwise get no checkpoints at all.
+var fenceFor = 2 * time.Minute
+
+// fence takes the task's transactional ID (InitProducerID): the
+// coordinator aborts what a task before it left open and refuses that
+// task's writes from then on. A target that does not let kmirror use the
+// ID, or whose coordinator does not answer within fenceFor, gets plain
+// writes, with a warning. Errors that pass by themselves are retried
+// meanwhile, each with a new producer (franz-go keeps a producer ID's
+// failure).
+func (t *Task) fence(ctx context.Context) error {
+	if t.txnID == "" {
+		return nil
+	}
+	plain := func(why string, err error) error {
+		t.log.Warn(why+": checkpoints are written without fencing, and two workers that both believe they lead the flow can both write them",
+			"transactional_id", t.txnID, "err", err)
+		t.txnID = ""
+		return t.newProducer()
+	}
+	tries := 0
+	err := backoff.Retry(ctx, backoff.Policy{First: 200 * time.Millisecond, Max: 10 * time.Second, For: fenceFor},
+		func(err error) bool {
+			if errors.Is(err, ErrFenced) || !kafkaerr.Transient(err) {
+				return false
+			}
+			if tries++; tries == 1 || tries%10 == 0 {
+				t.log.Warn("could not take the checkpoints' transactional ID; retrying", "transactional_id", t.txnID, "attempts", tries, "err", err)
+			}
+			return t.newProducer() == nil
+		},
+		func() error {
+			_, _, err := t.producer.ProducerID(ctx)
+			switch {
+			case err == nil:
+				t.log.Info("checkpoints are written in transactions; a task before this one is fenced", "transactional_id", t.txnID)
+				return nil
+			case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+				return plain("the target does not let kmirror use the checkpoints' transactional ID (grant WRITE and DESCRIBE on it)", err)
+			case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
+				return fmt.Errorf("%w: %v", ErrFenced, err)
+			}
+			return err
+		})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrFenced) && kafkaerr.Transient(err) {
+		return plain(fmt.Sprintf("the target's transaction coordinator did not answer for %v", fenceFor), err)
+	}
+	return err
+}
+
 // ticker returns a ticker for an enabled interval, else one that never
 // fires.
 func ticker(enabled bool, d time.Duration) *time.Ticker {
@@ -299,7 +408,7 @@ func skipper[T any](t *Task, cluster string, decode func(k, v []byte) (T, error)
 // loadCheckpoints reads the checkpoints topic (MM2's CheckpointStore).
 func (t *Task) loadCheckpoints(ctx context.Context) error {
 	t.mu.Lock()
-	t.last, t.known = make(map[string]map[cpKey]wire.Checkpoint), 0
+	t.last, t.known, t.marks = make(map[string]map[cpKey]wire.Checkpoint), 0, 0
 	t.mu.Unlock()
 	return t.readCheckpoints(ctx)
 }
@@ -332,7 +441,7 @@ func (t *Task) readCheckpoints(ctx context.Context) error {
 		}
 		t.last[c.Group][cpKey{c.Topic, c.Partition}] = c
 	}
-	t.known = ends[0]
+	t.known, t.marks = ends[0], 0
 	return nil
 }
 
@@ -357,9 +466,17 @@ func (t *Task) catchUp(ctx context.Context) error {
 	t.mu.Lock()
 	if end.Offset < t.known {
 		// The topic was deleted and made again: read it all.
-		t.known = 0
+		t.known, t.marks = 0, 0
 	}
-	behind := end.Offset > t.known
+	behind := false
+	switch {
+	case end.Offset == t.known+t.marks:
+		// Past t.known only this task's commit markers.
+		t.known, t.marks = end.Offset, 0
+	case end.Offset > t.known+t.marks:
+		behind = true
+	}
+	// Below t.known+t.marks: a marker of this task is not written yet.
 	t.mu.Unlock()
 	if !behind {
 		return nil
@@ -369,17 +486,28 @@ func (t *Task) catchUp(ctx context.Context) error {
 
 // wroteLocked notes checkpoints this task has written (offsets set by the
 // producer): while they follow t.known without a gap, nobody else wrote
-// in between and the topic need not be read for them; t.mu is held.
-func (t *Task) wroteLocked(recs []*kgo.Record) {
+// in between and the topic need not be read for them. A transaction's
+// records are followed by its commit marker, which takes an offset too
+// (committed set): it is counted in t.marks until a catchUp or the next
+// write finds the topic's end where it should be. t.mu is held.
+func (t *Task) wroteLocked(recs []*kgo.Record, committed bool) {
 	offs := make([]int64, 0, len(recs))
 	for _, r := range recs {
 		offs = append(offs, r.Offset)
 	}
 	slices.Sort(offs)
+	if len(offs) > 0 && t.marks > 0 && offs[0] == t.known+t.marks {
+		// A transaction's records come after the markers of the ones
+		// before it: nothing else lies between.
+		t.known, t.marks = offs[0], 0
+	}
 	for _, o := range offs {
 		if o == t.known {
 			t.known++
 		}
+	}
+	if committed {
+		t.marks++
 	}
 }
 
@@ -657,13 +785,23 @@ func newer(c wire.Checkpoint, last wire.Checkpoint, had bool) bool {
 	return !had || c.UpstreamOffset < last.UpstreamOffset || c.DownstreamOffset > last.DownstreamOffset
 }
 
-// EmitOnce computes and writes the checkpoints of every listed group.
-func (t *Task) EmitOnce(ctx context.Context) {
+// emitted are the checkpoints of one group written in a round.
+type emitted struct {
+	group string
+	at    time.Time // when its offsets were fetched
+	cps   []wire.Checkpoint
+}
+
+// EmitOnce computes the checkpoints of every listed group and writes those
+// that are new, all in one write (one transaction with a transactional
+// ID). It returns an error only when the task must stop (Yielded); other
+// failures are logged and retried at the next interval.
+func (t *Task) EmitOnce(ctx context.Context) error {
 	t.mu.Lock()
 	groups := append([]string(nil), t.listed...)
 	t.mu.Unlock()
 	if len(groups) == 0 {
-		return
+		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, t.writeTimeout)
 	err := t.catchUp(cctx)
@@ -673,9 +811,35 @@ func (t *Task) EmitOnce(ctx context.Context) {
 			// Without the newest checkpoints one could go back: wait.
 			t.logs.Warn(t.log, "read checkpoints|"+err.Error(), "reading the checkpoints topic failed; checkpoints wait for the next interval", "topic", t.cpTopic, "err", err)
 		}
-		return
+		return nil
 	}
-	fetched := t.srcAdm.FetchManyOffsets(ctx, groups...)
+	round, recs := t.translateRound(groups, t.srcAdm.FetchManyOffsets(ctx, groups...))
+	if len(recs) == 0 {
+		return nil
+	}
+	// The wait is bounded: a target that does not answer holds up no
+	// stop.
+	wctx, cancel := context.WithTimeout(ctx, t.writeTimeout)
+	err = t.write(wctx, recs)
+	cancel()
+	switch {
+	case Yielded(err):
+		return err
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		t.logs.Warn(t.log, "write checkpoints|"+err.Error(), "writing checkpoints failed; retrying at the next interval", "groups", len(round), "err", err)
+		return nil
+	}
+	t.wrote(round)
+	return nil
+}
+
+// translateRound turns the groups' fetched offsets into the checkpoints
+// that are new (MM2's rule, newer) and their records.
+func (t *Task) translateRound(groups []string, fetched kadm.FetchOffsetsResponses) ([]emitted, []*kgo.Record) {
+	var round []emitted
+	var recs []*kgo.Record
 	for _, g := range groups {
 		r, ok := fetched[g]
 		if !ok {
@@ -685,14 +849,12 @@ func (t *Task) EmitOnce(ctx context.Context) {
 			t.logs.Warn(t.log, "fetch offsets|"+r.Err.Error(), "fetching committed offsets on the source failed", "group", g, "err", r.Err)
 			continue
 		}
-		t0 := time.Now()
-		var recs []*kgo.Record
-		var cps []wire.Checkpoint
+		e := emitted{group: g, at: time.Now()}
 		t.mu.Lock()
 		t.pruneLocked(g, r.Fetched)
 		last := t.last[g]
 		translated := t.translateGroup(g, r.Fetched)
-		t.noteChecked(g, r.Fetched, len(translated), t0)
+		t.noteChecked(g, r.Fetched, len(translated), e.at)
 		for _, c := range translated {
 			prev, had := last[cpKey{c.Topic, c.Partition}]
 			if !newer(c, prev, had) {
@@ -702,39 +864,93 @@ func (t *Task) EmitOnce(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			cps = append(cps, c)
-			recs = append(recs, &kgo.Record{Topic: t.cpTopic, Partition: 0, Key: key, Value: value, Timestamp: t0})
+			e.cps = append(e.cps, c)
+			recs = append(recs, &kgo.Record{Topic: t.cpTopic, Partition: 0, Key: key, Value: value, Timestamp: e.at})
 		}
 		t.mu.Unlock()
-		if len(recs) == 0 {
-			continue
+		if len(e.cps) > 0 {
+			round = append(round, e)
 		}
-		// The wait is bounded: a target that does not answer holds up
-		// neither a stop nor the other groups.
-		wctx, cancel := context.WithTimeout(ctx, t.writeTimeout)
-		err := clients.ProduceWait(wctx, t.producer, recs...)
-		cancel()
-		if ctx.Err() != nil {
-			return
+	}
+	return round, recs
+}
+
+// wrote makes a written round's checkpoints the last ones, and sets their
+// latency and dashboard entries.
+func (t *Task) wrote(round []emitted) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range round {
+		ms := float64(time.Since(e.at).Milliseconds())
+		if t.last[e.group] == nil {
+			t.last[e.group] = make(map[cpKey]wire.Checkpoint)
 		}
-		if err != nil {
-			t.logs.Warn(t.log, "write checkpoints|"+err.Error(), "writing checkpoints failed; retrying at the next interval", "group", g, "err", err)
-			continue
-		}
-		ms := float64(time.Since(t0).Milliseconds())
-		t.mu.Lock()
-		t.wroteLocked(recs)
-		if t.last[g] == nil {
-			t.last[g] = make(map[cpKey]wire.Checkpoint)
-		}
-		for _, c := range cps {
-			t.last[g][cpKey{c.Topic, c.Partition}] = c
-			t.m.CheckpointLatencyMs.WithLabelValues(t.cfg.Source, t.cfg.Target, g, c.Topic, strconv.Itoa(int(c.Partition))).Set(ms)
-			t.m.LastCheckpoints.Set(metrics.Checkpoint{Source: t.cfg.Source, Target: t.cfg.Target, Group: g, Topic: c.Topic,
+		for _, c := range e.cps {
+			t.last[e.group][cpKey{c.Topic, c.Partition}] = c
+			t.m.CheckpointLatencyMs.WithLabelValues(t.cfg.Source, t.cfg.Target, e.group, c.Topic, strconv.Itoa(int(c.Partition))).Set(ms)
+			t.m.LastCheckpoints.Set(metrics.Checkpoint{Source: t.cfg.Source, Target: t.cfg.Target, Group: e.group, Topic: c.Topic,
 				Partition: c.Partition, Upstream: c.UpstreamOffset, Downstream: c.DownstreamOffset, At: time.Now()})
 		}
-		t.mu.Unlock()
 	}
+}
+
+// write writes a round's checkpoints: plainly, or in one transaction when
+// the task has a transactional ID. A transaction that fails is aborted;
+// one the coordinator fenced, or that can be neither committed nor
+// aborted, ends the task (Yielded). On success the records' offsets (and
+// the commit marker that follows them) are noted, so that the next
+// catchUp need not read them back.
+func (t *Task) write(ctx context.Context, recs []*kgo.Record) error {
+	if t.txnID == "" {
+		err := clients.ProduceWait(ctx, t.producer, recs...)
+		if err == nil {
+			t.mu.Lock()
+			t.wroteLocked(recs, false)
+			t.mu.Unlock()
+		}
+		return err
+	}
+	if err := t.producer.BeginTransaction(); err != nil {
+		return t.txnErr(err, ErrTxnUnknown)
+	}
+	err := clients.ProduceWait(ctx, t.producer, recs...)
+	if err == nil {
+		if err = t.producer.EndTransaction(ctx, kgo.TryCommit); err == nil {
+			t.mu.Lock()
+			t.wroteLocked(recs, true)
+			t.mu.Unlock()
+			return nil
+		}
+	}
+	// Aborted records stay in the log (read_committed skips them): the
+	// topic's end passes t.known and the next catchUp reads it.
+	actx, cancel := context.WithTimeout(context.Background(), t.writeTimeout)
+	defer cancel()
+	aerr := t.producer.AbortBufferedRecords(actx)
+	if aerr == nil {
+		aerr = t.producer.EndTransaction(actx, kgo.TryAbort)
+	}
+	if aerr != nil {
+		return t.txnErr(aerr, ErrTxnUnknown)
+	}
+	return t.txnErr(err, nil)
+}
+
+// txnErr returns err as ErrFenced when the coordinator fenced the task,
+// as ErrTxnUnknown when the transactional ID is no longer allowed, else
+// wrapped in otherwise (nil: err as it is).
+func (t *Task) txnErr(err error, otherwise error) error {
+	switch {
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
+		return fmt.Errorf("%w: %v", ErrFenced, err)
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		// A permission taken away: the next start writes plainly.
+		return fmt.Errorf("%w: %v", ErrTxnUnknown, err)
+	}
+	if otherwise != nil {
+		return fmt.Errorf("%w: %v", otherwise, err)
+	}
+	return err
 }
 
 // Checkpoints returns the last checkpoint of every partition of group.

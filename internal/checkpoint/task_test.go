@@ -151,20 +151,24 @@ func readCheckpoints(t *testing.T, cl *kgo.Client, topic string) map[string]wire
 		return out
 	}
 	rd, err := kgo.NewClient(kgo.SeedBrokers(cl.OptValue(kgo.SeedBrokers).([]string)...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rd.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for n := int64(0); n < o.Offset; {
+	for next := int64(0); next < o.Offset; {
 		fs := rd.PollFetches(ctx)
 		if ctx.Err() != nil {
 			t.Fatal("timeout reading checkpoints")
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			n++
+			next = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
 			if c, err := wire.DecodeCheckpoint(r.Key, r.Value); err == nil {
 				out[c.Group+"/"+c.Topic] = c
 			}

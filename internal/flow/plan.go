@@ -47,6 +47,9 @@ type Plan struct {
 	// exactly-once; with Slots > 0 it is the base of one ID per slot.
 	TransactionalID string
 	Slots           int
+	// CheckpointsID is the transactional ID of the leader's checkpoint
+	// writes in group mode (CheckpointsTransactionalID), else "".
+	CheckpointsID string
 	// Throttle bounds the bytes per second sent to the target; 0: none.
 	Throttle int64
 
@@ -72,6 +75,7 @@ func PlanOf(c *config.Flow, addOrigin bool) Plan {
 	if c.Workers == config.Group {
 		p.Group = c.WorkersGroupID
 		p.SessionTimeout, p.HeartbeatInterval = c.Client.SessionTimeout, c.Client.HeartbeatInterval
+		p.CheckpointsID = CheckpointsTransactionalID(c)
 	}
 	if c.ExactlyOnce {
 		p.TransactionalID = TransactionalID(c)
@@ -139,6 +143,7 @@ func (p Plan) Lines() []string {
 			timing += fmt.Sprintf(", heartbeat every %v", p.HeartbeatInterval)
 		}
 		add("workers: group %q on %s shares the partitions between kmirror processes%s", p.Group, p.source, timing)
+		add("checkpoints: the worker that leads the flow writes them in transactions (transactional id %s), fencing the one that led before", p.CheckpointsID)
 	} else {
 		add("workers: single (this process copies every partition)")
 	}
@@ -219,6 +224,13 @@ func fetchesOf(c *config.Flow) int {
 		return c.FetchesPerBroker
 	}
 	return DefaultFetches
+}
+
+// CheckpointsTransactionalID is the transactional ID of a flow's
+// checkpoint writes in group mode: the worker that starts leading the flow
+// fences the one before it.
+func CheckpointsTransactionalID(c *config.Flow) string {
+	return "kmirror-" + c.Name() + "-checkpoints"
 }
 
 // TransactionalID is the transactional ID of a flow's producer in

@@ -46,15 +46,16 @@ func TestPlanOf(t *testing.T) {
 			Encoding: Encoding{What: "every batch is re-encoded", Why: "the provenance header is written"}})},
 		{"target codec", planBase + "B.producer.compression.type = GZIP\n", false, ab(Plan{Fetches: DefaultFetches,
 			Encoding: Encoding{Codec: "gzip", What: "batches not compressed with gzip are re-encoded with it", Why: "the target producer sets compression.type = gzip"}})},
-		{"group workers", planBase + group + "A->B.kmirror.workers.group.id = w\n", false, ab(Plan{Fetches: DefaultFetches, Group: "w"})},
+		{"group workers", planBase + group + "A->B.kmirror.workers.group.id = w\n", false, ab(Plan{Fetches: DefaultFetches, Group: "w", CheckpointsID: "kmirror-A->B-checkpoints"})},
 		{"group timeouts", planBase + group + "A.consumer.session.timeout.ms = 6000\nA.consumer.heartbeat.interval.ms = 500\n", false,
-			ab(Plan{Fetches: DefaultFetches, Group: "kmirror-A->B", SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond})},
+			ab(Plan{Fetches: DefaultFetches, Group: "kmirror-A->B", SessionTimeout: 6 * time.Second, HeartbeatInterval: 500 * time.Millisecond,
+				CheckpointsID: "kmirror-A->B-checkpoints"})},
 		{"exactly-once", planBase + eos, false, ab(Plan{Fetches: DefaultFetches, TransactionalID: "kmirror-A->B"})},
 		{"exactly-once group: slots", planBase + eos + group + config.SlotsKey + " = 4\n", false,
-			ab(Plan{Fetches: DefaultFetches, Group: "kmirror-A->B", TransactionalID: "kmirror-A->B", Slots: 4})},
+			ab(Plan{Fetches: DefaultFetches, Group: "kmirror-A->B", TransactionalID: "kmirror-A->B", Slots: 4, CheckpointsID: "kmirror-A->B-checkpoints"})},
 		{"start from a group, throttled", planBase + config.StartGroupKey + " = mm1\n" + config.ThrottleKey + " = 1000\n", false,
 			ab(Plan{Fetches: DefaultFetches, StartFromGroup: "mm1", Throttle: 1000})},
-		{"slots without exactly-once", planBase + group + config.SlotsKey + " = 4\n", false, ab(Plan{Fetches: DefaultFetches, Group: "kmirror-A->B"})},
+		{"slots without exactly-once", planBase + group + config.SlotsKey + " = 4\n", false, ab(Plan{Fetches: DefaultFetches, Group: "kmirror-A->B", CheckpointsID: "kmirror-A->B-checkpoints"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,6 +97,7 @@ func TestPlanWords(t *testing.T) {
 				"provenance header: written; records that came from the target are not copied back",
 				"exactly-once: on (B.exactly.once.source.support = enabled), records and progress in target transactions, 3 slots, transactional ids kmirror-A->B-slot-0 to kmirror-A->B-slot-2",
 				`workers: group "kmirror-A->B" on A shares the partitions between kmirror processes, session timeout 6s`,
+				"checkpoints: the worker that leads the flow writes them in transactions (transactional id kmirror-A->B-checkpoints), fencing the one that led before",
 				"throttle: 5000 bytes per second",
 			}},
 		{"exactly-once single", planBase + "B.exactly.once.source.support = enabled\n", false, "data path: source batches are forwarded without recompression [fetches_per_broker 2]", []string{

@@ -409,12 +409,22 @@ func periodic(ctx context.Context, d, check time.Duration, lead func() bool, fn 
 	}
 }
 
+// yieldWait is how long a worker whose checkpoint task was fenced waits
+// before it starts one again while it still believes it leads: the
+// worker that fenced it leads now, and this one learns so at its next
+// group heartbeat. Starting at once would fence that one in turn.
+const yieldWait = 30 * time.Second
+
 // leadCheckpoints runs the checkpoint task, in group mode, only while this
 // worker leads the flow (leads), checking every few seconds: one worker
-// translates and syncs group offsets, not all of them at once.
+// translates and syncs group offsets, not all of them at once. Its writes
+// are transactions under one ID per flow (CheckpointsTransactionalID), so
+// a worker that starts leading fences one that still believes it leads (a
+// worker frozen past its session, not yet told of the new assignment).
 func (f *Flow) leadCheckpoints(ctx context.Context, leads func() bool, stopFlow func(), errs chan<- error) {
 	var cancel context.CancelFunc
 	var done chan error
+	var yielded time.Time // when the task last ended fenced
 	halt := func() {
 		if cancel != nil {
 			cancel()
@@ -426,10 +436,14 @@ func (f *Flow) leadCheckpoints(ctx context.Context, leads func() bool, stopFlow 
 	check := func() {
 		if cancel != nil {
 			select {
-			case err := <-done: // the task ended on its own: an error
+			case err := <-done: // the task ended on its own
 				cancel()
 				cancel = nil
-				if err != nil && ctx.Err() == nil {
+				switch {
+				case checkpoint.Yielded(err):
+					f.log.Warn("the checkpoint task stopped: another worker leads the flow's checkpoints", "err", err)
+					yielded = time.Now()
+				case err != nil && ctx.Err() == nil:
 					errs <- fmt.Errorf("flow %s: checkpoints: %w", f.cfg.Name(), err)
 					stopFlow()
 				}
@@ -438,8 +452,15 @@ func (f *Flow) leadCheckpoints(ctx context.Context, leads func() bool, stopFlow 
 			}
 		}
 		switch lead := leads(); {
-		case lead && cancel == nil:
-			cp, err := checkpoint.New(checkpoint.Config{Flow: f.cfg, Metrics: f.m, Log: f.log})
+		case !lead:
+			yielded = time.Time{} // the group told this worker
+			if cancel != nil {
+				f.log.Info("another worker leads the flow now: checkpoints stop here")
+				halt()
+			}
+		case cancel == nil && (yielded.IsZero() || time.Since(yielded) >= yieldWait):
+			cp, err := checkpoint.New(checkpoint.Config{Flow: f.cfg, Metrics: f.m, Log: f.log,
+				TransactionalID: CheckpointsTransactionalID(f.cfg)})
 			if err != nil {
 				errs <- fmt.Errorf("flow %s: %w", f.cfg.Name(), err)
 				stopFlow()
@@ -450,9 +471,6 @@ func (f *Flow) leadCheckpoints(ctx context.Context, leads func() bool, stopFlow 
 			cctx, cancel = context.WithCancel(ctx)
 			done = make(chan error, 1)
 			go func() { done <- cp.Run(cctx) }()
-		case !lead && cancel != nil:
-			f.log.Info("another worker leads the flow now: checkpoints stop here")
-			halt()
 		}
 	}
 	check()

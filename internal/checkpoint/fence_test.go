@@ -1,0 +1,207 @@
+package checkpoint
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/config"
+	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/testwait"
+	"github.com/kmirror/kmirror/internal/wire"
+)
+
+// fenceSetup is a flow whose offset syncs translate t-0 0..99 to 0..99,
+// on two clusters: fake ones, or the shared brokers (with a source alias
+// of its own).
+type fenceSetup struct {
+	f            *config.Flow
+	fake         *kfake.Cluster // the fake target, nil on the brokers
+	srcAdm       *kadm.Client
+	dst          *kgo.Client
+	topic, group string
+}
+
+func newFenceSetup(t *testing.T, brokers bool) fenceSetup {
+	t.Helper()
+	var s fenceSetup
+	var src *kgo.Client
+	if brokers {
+		cl := testkafka.Shared(t, 2)
+		s.f = testFlow(cl[0].Bootstrap, cl[1].Bootstrap, "exact")
+		s.f.Source = testkafka.Topic(t, "src")
+		s.topic = testkafka.Topic(t, "t")
+		src, s.dst = cl[0].Client(t), cl[1].Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	} else {
+		a, acl := testkafka.Fake(t)
+		b, bcl := testkafka.Fake(t)
+		s.f, s.topic = testFlow(a.ListenAddrs(), b.ListenAddrs(), "exact"), "t"
+		src, s.dst, s.fake = acl, bcl, b
+	}
+	s.group = s.topic + "-g"
+	s.f.Topics, s.f.Groups, s.f.SyncGroupOffsetsEnabled = []string{s.topic}, []string{s.group}, false
+	built(s.f)
+	ctx := context.Background()
+	s.srcAdm = kadm.NewClient(src)
+	dadm := kadm.NewClient(s.dst)
+	if _, err := s.srcAdm.CreateTopic(ctx, 1, 1, nil, s.topic); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{s.f.OffsetSyncsTopic(), s.f.Source + "." + s.topic} {
+		if _, err := dadm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(t, s.dst, syncRec(s.f.OffsetSyncsTopic(), wire.OffsetSync{Topic: s.topic, UpstreamOffset: 0, DownstreamOffset: 0}),
+		syncRec(s.f.OffsetSyncsTopic(), wire.OffsetSync{Topic: s.topic, UpstreamOffset: 100, DownstreamOffset: 99}))
+	return s
+}
+
+// commit commits the group at offset at on the source.
+func (s fenceSetup) commit(t *testing.T, at int64) {
+	t.Helper()
+	o := make(kadm.Offsets)
+	o.Add(kadm.Offset{Topic: s.topic, Partition: 0, At: at, LeaderEpoch: -1})
+	if _, err := s.srcAdm.CommitOffsets(context.Background(), s.group, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitCheckpoint waits until the checkpoints topic's last committed
+// checkpoint of the group is at upstream offset at.
+func (s fenceSetup) waitCheckpoint(t *testing.T, at int64) {
+	t.Helper()
+	cpTopic := s.f.Policy.CheckpointsTopic(s.f.Source)
+	testwait.For(t, 30*time.Second, fmt.Sprintf("the checkpoint of offset %d", at), func() bool {
+		return readCheckpoints(t, s.dst, cpTopic)[s.group+"/"+s.f.Source+"."+s.topic].UpstreamOffset == at
+	})
+}
+
+type running struct {
+	task *Task
+	done chan error
+	stop context.CancelFunc
+}
+
+func (s fenceSetup) start(t *testing.T, cfg Config) running {
+	t.Helper()
+	task, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := running{task: task, done: make(chan error, 1), stop: cancel}
+	go func() { r.done <- task.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+	})
+	return r
+}
+
+// TestFencedTaskYields: two checkpoint tasks of one flow with the same
+// transactional ID, as two workers that both believe they lead it (one
+// frozen past its session and back). The one that starts second fences
+// the first: the first's next write fails and its Run ends with an error
+// Yielded reports; the second reads what the first committed and goes
+// on. Each round is one transaction, and the task does not read the topic
+// back for its own commit markers. On fake clusters and on the brokers.
+func TestFencedTaskYields(t *testing.T) {
+	for _, brokers := range []bool{false, true} {
+		name := "kfake"
+		if brokers {
+			name = "brokers"
+		}
+		t.Run(name, func(t *testing.T) {
+			s := newFenceSetup(t, brokers)
+			id := "kmirror-" + s.f.Name() + "-checkpoints-" + s.topic
+			s.commit(t, 50)
+			first := s.start(t, Config{Flow: s.f, Metrics: metrics.New(), TransactionalID: id})
+			s.waitCheckpoint(t, 50)
+
+			second := s.start(t, Config{Flow: s.f, Metrics: metrics.New(), TransactionalID: id})
+			testwait.For(t, 30*time.Second, "the second task loaded the first's checkpoint", func() bool {
+				cps := second.task.Checkpoints(s.group)
+				return len(cps) == 1 && cps[0].UpstreamOffset == 50
+			})
+			s.commit(t, 60)
+			select {
+			case err := <-first.done:
+				if !Yielded(err) {
+					t.Fatalf("the fenced task ended with %v; want an error Yielded reports", err)
+				}
+				t.Logf("the fenced task ended: %v", err)
+				first.done <- err // for the cleanup
+			case <-time.After(30 * time.Second):
+				t.Fatal("the fenced task still runs 30 s after another took its transactional ID")
+			}
+			s.waitCheckpoint(t, 60)
+
+			// Rounds of the task's own: no read of the topic for them
+			// (the commit markers are its own).
+			second.task.mu.Lock()
+			reads := second.task.reads
+			second.task.mu.Unlock()
+			for _, at := range []int64{70, 80, 90} {
+				s.commit(t, at)
+				s.waitCheckpoint(t, at)
+			}
+			second.task.mu.Lock()
+			after := second.task.reads
+			second.task.mu.Unlock()
+			if after != reads {
+				t.Errorf("the checkpoints topic was read %d times in 3 rounds of the task's own transactions; want 0", after-reads)
+			}
+		})
+	}
+}
+
+// TestFenceRefusedWritesPlainly: a target that refuses the transactional
+// ID (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), or whose transaction
+// coordinator never answers (a one-broker cluster that cannot make its
+// transaction state topic), gets the checkpoints written plainly, with a
+// warning, instead of none.
+func TestFenceRefusedWritesPlainly(t *testing.T) {
+	old := fenceFor
+	t.Cleanup(func() { fenceFor = old }) // after the parallel subtests
+	fenceFor = time.Second
+	for _, tt := range []struct {
+		name string
+		code int16
+		warn string
+	}{
+		{"refused", kerr.TransactionalIDAuthorizationFailed.Code, "does not let kmirror use"},
+		{"no coordinator", kerr.CoordinatorNotAvailable.Code, "did not answer for 1s"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newFenceSetup(t, false)
+			s.fake.ControlKey(int16(kmsg.InitProducerID), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+				s.fake.KeepControl()
+				req := kr.(*kmsg.InitProducerIDRequest)
+				if req.TransactionalID == nil {
+					return nil, nil, false
+				}
+				resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+				resp.ErrorCode = tt.code
+				return resp, nil, true
+			})
+			s.commit(t, 40)
+			var logs testkafka.Logs
+			s.start(t, Config{Flow: s.f, Metrics: metrics.New(), Log: logs.Logger(), TransactionalID: "refused"})
+			s.waitCheckpoint(t, 40)
+			if got := logs.Lines("written without fencing"); len(got) != 1 || !strings.Contains(got[0], tt.warn) {
+				t.Errorf("want one warning that checkpoints are written without fencing (%q); got %q", tt.warn, got)
+			}
+		})
+	}
+}
