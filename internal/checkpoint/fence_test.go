@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,5 +204,51 @@ func TestFenceRefusedWritesPlainly(t *testing.T) {
 				t.Errorf("want one warning that checkpoints are written without fencing (%q); got %q", tt.warn, got)
 			}
 		})
+	}
+}
+
+// TestStopDuringTransaction: a task stopped while its transaction waits
+// on a target that does not answer returns within seconds, without an
+// error: it does not wait out the write timeout to abort (the next task's
+// fence aborts what is left open).
+func TestStopDuringTransaction(t *testing.T) {
+	s := newFenceSetup(t, false)
+	stuck, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		s.fake.KeepControl()
+		if kr.(*kmsg.ProduceRequest).TransactionID == nil {
+			return nil, nil, false
+		}
+		once.Do(func() { close(stuck) })
+		<-release // a target that does not answer
+		return nil, nil, false
+	})
+	t.Cleanup(func() { close(release) }) // before the fake cluster closes
+	s.commit(t, 30)
+	task, err := New(Config{Flow: s.f, Metrics: metrics.New(), TransactionalID: "stuck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- task.Run(ctx) }()
+	select {
+	case <-stuck:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no transactional write in 30 s")
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after a stop: %v, want nil", err)
+		}
+		if took := time.Since(start); took > stopAbort+5*time.Second {
+			t.Errorf("Run took %v to return after the stop", took)
+		}
+	case <-time.After(WriteTimeout):
+		t.Fatal("Run still waits a write timeout after the stop")
 	}
 }

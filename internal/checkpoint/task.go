@@ -823,10 +823,10 @@ func (t *Task) EmitOnce(ctx context.Context) error {
 	err = t.write(wctx, recs)
 	cancel()
 	switch {
+	case ctx.Err() != nil: // stopping: the next leader fences what is left
+		return nil
 	case Yielded(err):
 		return err
-	case ctx.Err() != nil:
-		return nil
 	case err != nil:
 		t.logs.Warn(t.log, "write checkpoints|"+err.Error(), "writing checkpoints failed; retrying at the next interval", "groups", len(round), "err", err)
 		return nil
@@ -923,8 +923,14 @@ func (t *Task) write(ctx context.Context, recs []*kgo.Record) error {
 		}
 	}
 	// Aborted records stay in the log (read_committed skips them): the
-	// topic's end passes t.known and the next catchUp reads it.
-	actx, cancel := context.WithTimeout(context.Background(), t.writeTimeout)
+	// topic's end passes t.known and the next catchUp reads it. A stop
+	// waits for the abort only briefly: the next task's fence aborts
+	// what is left open.
+	wait := t.writeTimeout
+	if errors.Is(ctx.Err(), context.Canceled) {
+		wait = stopAbort
+	}
+	actx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	aerr := t.producer.AbortBufferedRecords(actx)
 	if aerr == nil {
@@ -935,6 +941,9 @@ func (t *Task) write(ctx context.Context, recs []*kgo.Record) error {
 	}
 	return t.txnErr(err, nil)
 }
+
+// stopAbort bounds the abort of a transaction a stop interrupted.
+const stopAbort = 2 * time.Second
 
 // txnErr returns err as ErrFenced when the coordinator fenced the task,
 // as ErrTxnUnknown when the transactional ID is no longer allowed, else
