@@ -102,20 +102,26 @@ func (s fenceSetup) start(t *testing.T, cfg Config) running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := running{task: task, done: make(chan error, 1), stop: cancel}
 	go func() { r.done <- task.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-r.done
-	})
+	t.Cleanup(func() { r.end() })
 	return r
 }
 
-// TestFencedTaskYields: two checkpoint tasks of one flow with the same
-// transactional ID, as two workers that both believe they lead it (one
+// end stops the task and returns what Run returned (again on later
+// calls).
+func (r running) end() error {
+	r.stop()
+	err := <-r.done
+	r.done <- err
+	return err
+}
+
+// TestFencedTaskYields: checkpoint tasks of one flow with the same
+// transactional ID, as workers that both believe they lead it (one
 // frozen past its session and back). The one that starts second fences
-// the first: the first's next write fails and its Run ends with an error
-// Yielded reports; the second reads what the first committed and goes
-// on. Each round is one transaction, and the task does not read the topic
-// back for its own commit markers. On fake clusters and on the brokers.
+// the first and reads what it committed; the first's next write fails and
+// its Run ends with an error Yielded reports. A third task goes on from
+// there. Each round is one transaction, and a task does not read the
+// topic back for its own commit markers. On fake clusters and the brokers.
 func TestFencedTaskYields(t *testing.T) {
 	for _, brokers := range []bool{false, true} {
 		name := "kfake"
@@ -134,31 +140,38 @@ func TestFencedTaskYields(t *testing.T) {
 				cps := second.task.Checkpoints(s.group)
 				return len(cps) == 1 && cps[0].UpstreamOffset == 50
 			})
+			// A fenced task learns it only when it writes: the second
+			// stops before the next commit, so that the first, not
+			// having read it, writes and is refused.
+			if err := second.end(); err != nil {
+				t.Fatalf("the second task ended with %v", err)
+			}
 			s.commit(t, 60)
 			select {
 			case err := <-first.done:
+				first.done <- err // for the cleanup
 				if !Yielded(err) {
 					t.Fatalf("the fenced task ended with %v; want an error Yielded reports", err)
 				}
 				t.Logf("the fenced task ended: %v", err)
-				first.done <- err // for the cleanup
 			case <-time.After(30 * time.Second):
 				t.Fatal("the fenced task still runs 30 s after another took its transactional ID")
 			}
+			third := s.start(t, Config{Flow: s.f, Metrics: metrics.New(), TransactionalID: id})
 			s.waitCheckpoint(t, 60)
 
 			// Rounds of the task's own: no read of the topic for them
 			// (the commit markers are its own).
-			second.task.mu.Lock()
-			reads := second.task.reads
-			second.task.mu.Unlock()
+			third.task.mu.Lock()
+			reads := third.task.reads
+			third.task.mu.Unlock()
 			for _, at := range []int64{70, 80, 90} {
 				s.commit(t, at)
 				s.waitCheckpoint(t, at)
 			}
-			second.task.mu.Lock()
-			after := second.task.reads
-			second.task.mu.Unlock()
+			third.task.mu.Lock()
+			after := third.task.reads
+			third.task.mu.Unlock()
 			if after != reads {
 				t.Errorf("the checkpoints topic was read %d times in 3 rounds of the task's own transactions; want 0", after-reads)
 			}
