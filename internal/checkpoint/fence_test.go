@@ -199,6 +199,9 @@ func TestFenceRefusedWritesPlainly(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := newFenceSetup(t, false)
+			// Short client retries: each attempt at the ID gives up
+			// soon, as fenceFor does.
+			s.f.TargetProducer["retry.backoff.ms"], s.f.TargetProducer["retry.backoff.max.ms"] = "20", "50"
 			s.fake.ControlKey(int16(kmsg.InitProducerID), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 				s.fake.KeepControl()
 				req := kr.(*kmsg.InitProducerIDRequest)
