@@ -119,7 +119,11 @@ func (s *Syncer) Sync(ctx context.Context) ([]Topic, error) {
 	for i, t := range want {
 		remotes[i] = t.Remote
 	}
-	tgt, err := s.Target.ListTopics(ctx, remotes...)
+	// Listed afresh: kadm serves ListTopics from the client's metadata
+	// cache (MetadataMinAge), which can still hold a remote topic deleted
+	// a moment ago; asking for authorized operations makes it ask the
+	// broker.
+	tgt, err := s.Target.ListTopics(kadm.WithAuthorizedOps(ctx), remotes...)
 	if err != nil {
 		return nil, fmt.Errorf("listing topics of target cluster %s: %w", s.TargetAlias, err)
 	}
