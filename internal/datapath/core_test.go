@@ -94,7 +94,7 @@ func TestGroupAssignedRevoked(t *testing.T) {
 	var logs bytes.Buffer
 	eng := &fakeEngine{}
 	tracked := map[progress.TP]bool{}
-	g := &Group{Engine: eng, Progress: store, Remote: func(s string) string { return "A." + s },
+	g := &Group{Engine: eng, Progress: store, Table: NewTable(store), Remote: func(s string) string { return "A." + s },
 		Track: func(m map[string][]int32, add bool) {
 			for _, tp := range TPs(m) {
 				tracked[tp] = add

@@ -33,7 +33,9 @@ func (g *Group) holdLocked(ctx context.Context, tps []progress.TP, failed map[pr
 		if had {
 			d = min(2*w.delay, fenceRetryMax)
 		}
-		g.waiting[tp] = wait{remote: g.Remote(tp.Topic), err: err, delay: d, next: time.Now().Add(d)}
+		g.waiting[tp] = wait{delay: d, next: time.Now().Add(d)}
+		g.Table.Hold(Held{TP: tp, Remote: g.Remote(tp.Topic), State: Fencing,
+			Why: "exactly-once: not copied: the slot's transactional producer could not be initialised to fence the previous owner (retried every " + d.String() + "): " + err.Error()})
 		delay = max(delay, d)
 		seen := false
 		for _, e := range errs {
@@ -104,26 +106,6 @@ func (g *Group) retryLoop(ctx context.Context) {
 		}
 		g.mu.Unlock()
 	}
-}
-
-// Waiting returns the state of the partitions assigned to this worker that
-// are not started: fencing, with the reason, while their previous owner
-// could not be fenced; waiting while the target does not host them.
-func (g *Group) Waiting() []PartitionStatus {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var out []PartitionStatus
-	for tp, w := range g.waiting {
-		out = append(out, HeldStatus(tp, w.remote, g.Progress, Fencing,
-			"exactly-once: not copied: the slot's transactional producer could not be initialised to fence the previous owner (retried every "+
-				w.delay.String()+"): "+w.err.Error()))
-	}
-	for tp := range g.unhosted {
-		_, why := g.Hosting(tp)
-		out = append(out, HeldStatus(tp, g.Remote(tp.Topic), g.Progress, Waiting, why))
-	}
-	SortStatus(out)
-	return out
 }
 
 // exportLocked sets the gauge of waiting partitions.

@@ -66,7 +66,8 @@ func TestGroupFenceRetry(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := metrics.New()
 			eng := &fenceEngine{fails: map[progress.TP]int{a1: 1}}
-			g := &Group{Engine: eng, Progress: newStore(t), Remote: func(s string) string { return "A." + s },
+			store := newStore(t)
+			g := &Group{Engine: eng, Progress: store, Table: NewTable(store), Remote: func(s string) string { return "A." + s },
 				Log: slog.New(slog.DiscardHandler), Metrics: m, SourceAlias: "A", TargetAlias: "B"}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -74,7 +75,7 @@ func TestGroupFenceRetry(t *testing.T) {
 			if !eng.has(a0) || eng.has(a1) {
 				t.Fatalf("started %v, want a:0 only", eng.assigned)
 			}
-			w := g.Waiting()
+			w := g.Table.Merge(nil)
 			if len(w) != 1 || w[0].Partition != 1 || w[0].State != Fencing || !strings.Contains(w[0].Error, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED") {
 				t.Fatalf("waiting %+v", w)
 			}
@@ -97,7 +98,7 @@ func TestGroupFenceRetry(t *testing.T) {
 			if eng.has(a1) != tt.wantStarted {
 				t.Errorf("a:1 started %v, want %v", eng.has(a1), tt.wantStarted)
 			}
-			if w := g.Waiting(); len(w) != 0 {
+			if w := g.Table.Merge(nil); len(w) != 0 {
 				t.Errorf("still waiting %+v", w)
 			}
 			if v := testutil.ToFloat64(m.Unfenced.WithLabelValues("A", "B")); v != 0 {

@@ -43,6 +43,9 @@ type Group struct {
 	// something keeps it from being created: such a partition is not
 	// started until Release finds it hosted.
 	Hosting func(tp progress.TP) (wait bool, why string)
+	// Table must be set: the assigned partitions held back (fencing,
+	// waiting for the target) are shown there, with why.
+	Table *Table
 
 	mu      sync.Mutex           // held by the callbacks and each retry of waiting
 	waiting map[progress.TP]wait // assigned, but their previous owners not fenced yet
@@ -54,10 +57,8 @@ type Group struct {
 // wait is a partition assigned to this worker whose previous owner could
 // not be fenced yet.
 type wait struct {
-	remote string
-	err    error
-	delay  time.Duration // the backoff before next
-	next   time.Time     // next attempt
+	delay time.Duration // the backoff before next
+	next  time.Time     // next attempt
 }
 
 // Backoff of the attempts to fence the previous owners of waiting
@@ -135,6 +136,7 @@ func (g *Group) startLocked(ctx context.Context, tps []progress.TP) {
 	// partitions now, and no longer that of partitions revoked.
 	g.Progress.Own(tps)
 	g.Engine.Assign(ps)
+	g.Table.Unhold(tps) // after: the engine shows them now
 }
 
 // Revoked is kgo's OnPartitionsRevoked and OnPartitionsLost: the records
@@ -151,6 +153,7 @@ func (g *Group) Revoked(ctx context.Context, _ *kgo.Client, m map[string][]int32
 		delete(g.waiting, tp)
 		delete(g.unhosted, tp)
 	}
+	g.Table.Unhold(tps)
 	g.exportLocked()
 	if len(tps) == 0 {
 		return

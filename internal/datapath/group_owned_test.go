@@ -34,7 +34,7 @@ func TestGroupTellsStoreWhatItOwns(t *testing.T) {
 	if err := store.Save(ctx, map[progress.TP]int64{a0: 41, a2: 7}); err != nil {
 		t.Fatal(err)
 	}
-	g := &Group{Engine: &fakeEngine{}, Progress: store, Remote: func(s string) string { return "A." + s }, Log: log}
+	g := &Group{Engine: &fakeEngine{}, Progress: store, Table: NewTable(store), Remote: func(s string) string { return "A." + s }, Log: log}
 	g.Assigned(ctx, nil, map[string][]int32{"a": {0, 1}})
 	if err := store.Save(ctx, map[progress.TP]int64{a1: 5}); err != nil {
 		t.Fatal(err)

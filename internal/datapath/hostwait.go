@@ -12,11 +12,12 @@ func (g *Group) admitLocked(ctx context.Context, tps []progress.TP) {
 	if g.Hosting != nil {
 		ok := tps[:0:0]
 		for _, tp := range tps {
-			if wait, _ := g.Hosting(tp); wait {
+			if wait, why := g.Hosting(tp); wait {
 				if g.unhosted == nil {
 					g.unhosted = make(map[progress.TP]bool)
 				}
 				g.unhosted[tp] = true
+				g.Table.Hold(Held{TP: tp, Remote: g.Remote(tp.Topic), State: Waiting, Why: why})
 				continue
 			}
 			ok = append(ok, tp)
@@ -30,16 +31,20 @@ func (g *Group) admitLocked(ctx context.Context, tps []progress.TP) {
 }
 
 // Release starts the assigned partitions that waited for the target to
-// host them and now are hosted (Hosting).
+// host them and now are hosted (Hosting); of the others it updates why
+// they wait.
 func (g *Group) Release(ctx context.Context) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var ok []progress.TP
 	for tp := range g.unhosted {
-		if wait, _ := g.Hosting(tp); !wait {
-			ok = append(ok, tp)
-			delete(g.unhosted, tp)
+		wait, why := g.Hosting(tp)
+		if wait {
+			g.Table.Hold(Held{TP: tp, Remote: g.Remote(tp.Topic), State: Waiting, Why: why})
+			continue
 		}
+		ok = append(ok, tp)
+		delete(g.unhosted, tp)
 	}
 	if len(ok) > 0 {
 		g.Log.Info("the target hosts assigned partitions now; they are copied", "partitions", len(ok))
@@ -53,15 +58,4 @@ func (g *Group) Unhosted() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.unhosted) > 0
-}
-
-// HeldStatus is the status of partition tp of remote topic remote that is
-// not in the engine: in state, with why as its error, and the progress
-// store's last copied offset.
-func HeldStatus(tp progress.TP, remote string, store *progress.Store, state, why string) PartitionStatus {
-	done := int64(-1)
-	if saved, ok := store.Get(tp); ok {
-		done = saved
-	}
-	return PartitionStatus{Topic: tp.Topic, Partition: tp.Partition, Remote: remote, Done: done, State: state, Error: why, SourceEnd: -1}
 }

@@ -55,6 +55,17 @@ func StateOf(stopped, restarting, paused bool) string {
 	return Running
 }
 
+// OwnState reports whether state is one the engine or the flow names on
+// its own (stopped, paused, waiting, fencing), which health keeps: it
+// refines only running and restarting.
+func OwnState(state string) bool {
+	switch state {
+	case Stopped, Paused, Waiting, Fencing:
+		return true
+	}
+	return false
+}
+
 // SortStatus sorts partition states by topic, then partition.
 func SortStatus(out []PartitionStatus) {
 	sort.Slice(out, func(i, j int) bool {

@@ -46,7 +46,8 @@ type running struct {
 	health             *health.Watcher // watches rep's partitions
 	syncer             *topicsync.Syncer
 	assigned           map[progress.TP]bool // single mode: partitions handed to rep
-	hosts              hosting              // partitions waiting for the target to host them
+	hosts              hosting              // how many partitions of each topic the target hosts
+	parts              *datapath.Table      // the state of the partitions not the engine's own
 	synced             []topicsync.Topic    // the topics of the last refresh that went through
 	kick               chan struct{}        // a produce found a remote topic gone: refresh now
 	looked             map[progress.TP]bool // partitions recoverPositions looked at
@@ -91,6 +92,8 @@ func (r *running) build(ctx context.Context) error {
 		return err
 	}
 	r.hooks.adapter.Progress = r.store
+	r.parts = datapath.NewTable(r.store)
+	r.hooks.adapter.Table = r.parts
 	if err := r.seedFromGroup(ctx); err != nil {
 		return err
 	}
@@ -232,7 +235,7 @@ func (r *running) engine(ctx context.Context) error {
 	r.hooks.adapter.Engine = r.rep
 	r.health = health.New(health.Config{
 		SourceAlias: c.Source, TargetAlias: c.Target, Source: r.srcAdmCl,
-		StallAfter: c.StallTimeout, LagAfter: c.LagThreshold, Metrics: f.m, Held: r.held,
+		StallAfter: c.StallTimeout, LagAfter: c.LagThreshold, Metrics: f.m, Table: r.parts,
 	}, r.rep, f.log)
 	return nil
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/kmirror/kmirror/internal/clients"
 	"github.com/kmirror/kmirror/internal/config"
 	"github.com/kmirror/kmirror/internal/datapath"
-	"github.com/kmirror/kmirror/internal/health"
 	"github.com/kmirror/kmirror/internal/heartbeat"
 	"github.com/kmirror/kmirror/internal/internaltopic"
 	"github.com/kmirror/kmirror/internal/metrics"
@@ -53,29 +52,22 @@ type Flow struct {
 	producers []*kgo.Client // producers on the target that write replicated records or progress
 
 	mu     sync.Mutex
-	rep    datapath.Engine                   // set once Run has assigned partitions
-	health *health.Watcher                   // with rep
-	held   func() []datapath.PartitionStatus // with rep: partitions not in it yet
-	store  *progress.Store                   // with rep
-	paused bool                              // Pause is in effect
+	rep    datapath.Engine // set once Run has assigned partitions
+	parts  *datapath.Table // with rep: the state of its partitions and of those not in it yet
+	store  *progress.Store // with rep
+	paused bool            // Pause is in effect
 }
 
 // Partitions returns the state of the flow's partitions; nil before the
 // flow has started replicating.
 func (f *Flow) Partitions() []datapath.PartitionStatus {
 	f.mu.Lock()
-	rep, h, held := f.rep, f.health, f.held
+	rep, parts := f.rep, f.parts
 	f.mu.Unlock()
 	if rep == nil {
 		return nil
 	}
-	st := rep.Status(nil)
-	if w := held(); len(w) > 0 {
-		// Waiting for the target to host them, or for their slot.
-		st = append(st, w...)
-		datapath.SortStatus(st)
-	}
-	return h.Annotate(st)
+	return parts.Status(rep)
 }
 
 // Problem says what keeps the flow from working as it should although it
@@ -183,7 +175,7 @@ func (f *Flow) Run(ctx context.Context) error {
 		return fmt.Errorf("flow %s: %w", r.c.Name(), err)
 	}
 	f.mu.Lock()
-	f.rep, f.health, f.held, f.store = r.rep, r.health, r.held, r.store
+	f.rep, f.parts, f.store = r.rep, r.parts, r.store
 	f.mu.Unlock()
 	return r.run(ctx)
 }

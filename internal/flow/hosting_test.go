@@ -16,7 +16,7 @@ func TestHostingWait(t *testing.T) {
 		{Name: "grown", Partitions: 4, Hosted: 2},
 		{Name: "refused", Partitions: 2, Err: "cannot create the remote topic: POLICY_VIOLATION"},
 		{Name: "ready", Partitions: 2, Hosted: 2, Ready: true},
-	}, nil)
+	})
 	for _, tt := range []struct {
 		topic     string
 		partition int32

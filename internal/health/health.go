@@ -39,10 +39,11 @@ type Config struct {
 	// of StallAfter, at most 5 s.
 	Interval time.Duration
 	Metrics  *metrics.Metrics
-	// Held, if set, lists the flow's partitions that are not in the
-	// engine yet (waiting, fencing): watched and reported like the
-	// others, in the state they have.
-	Held func() []datapath.PartitionStatus
+	// Table is the flow's partition table: the partitions it holds back
+	// from the engine (waiting, fencing) are watched like the others, in
+	// the state they have, and every check is written there. Nil means a
+	// table of the Watcher's own.
+	Table *datapath.Table
 }
 
 // Watcher watches the partitions of one engine: how far each is behind the
@@ -58,7 +59,8 @@ type Watcher struct {
 	eng datapath.Engine
 	log *slog.Logger
 
-	st []datapath.PartitionStatus // the engine's status, kept between checks (Check only)
+	st     []datapath.PartitionStatus // the engine's status, kept between checks (Check only)
+	report []datapath.Check           // what a check found, kept between checks (Check only)
 
 	mu     sync.Mutex
 	parts  map[progress.TP]*watch
@@ -119,6 +121,9 @@ func New(cfg Config, eng datapath.Engine, log *slog.Logger) *Watcher {
 	if cfg.Interval <= 0 {
 		cfg.Interval = min(cfg.StallAfter/4, 5*time.Second)
 	}
+	if cfg.Table == nil {
+		cfg.Table = datapath.NewTable(nil)
+	}
 	h := &Watcher{cfg: cfg, eng: eng, log: log, parts: make(map[progress.TP]*watch)}
 	if cfg.Metrics != nil {
 		cfg.Metrics.Partitions.Add(h)
@@ -164,6 +169,7 @@ func (h *Watcher) Check(ctx context.Context, now time.Time) {
 		}
 	}
 	var restart []datapath.PartitionStatus
+	h.report = h.report[:0]
 	h.mu.Lock()
 	for i, s := range st {
 		w := h.order[i]
@@ -174,8 +180,10 @@ func (h *Watcher) Check(ctx context.Context, now time.Time) {
 			w.restartAt = now // give the restart a whole StallAfter
 		}
 		w.checked = true
+		h.report = append(h.report, datapath.Check{TP: w.tp, State: w.state, SourceEnd: w.end, Lag: w.lag, LagSeconds: w.lagSec})
 	}
 	h.mu.Unlock()
+	h.cfg.Table.SetChecks(h.report)
 	for _, s := range restart {
 		tp := progress.TP{Topic: s.Topic, Partition: s.Partition}
 		if !h.eng.Restart(ctx, tp) {
@@ -191,10 +199,7 @@ func (h *Watcher) Check(ctx context.Context, now time.Time) {
 
 // status returns the engine's status, in the buffer of the last check.
 func (h *Watcher) status() []datapath.PartitionStatus {
-	h.st = h.eng.Status(h.st[:0])
-	if h.cfg.Held != nil {
-		h.st = append(h.st, h.cfg.Held()...)
-	}
+	h.st = h.cfg.Table.Merge(h.eng.Status(h.st[:0]))
 	return h.st
 }
 
@@ -445,7 +450,7 @@ func (w *watch) lagOf(now time.Time) (int64, float64) {
 // restarting, lagging or running.
 func (h *Watcher) stateOf(s datapath.PartitionStatus, w *watch, now time.Time) string {
 	switch {
-	case engineOwn(s.State):
+	case datapath.OwnState(s.State):
 		return s.State
 	case w.lag > 0 && now.Sub(w.movedAt) >= h.cfg.StallAfter:
 		return datapath.Stalled
@@ -455,34 +460,6 @@ func (h *Watcher) stateOf(s datapath.PartitionStatus, w *watch, now time.Time) s
 		return datapath.Lagging
 	}
 	return datapath.Running
-}
-
-// engineOwn reports whether state is one an engine or the flow names on
-// its own, which the Watcher keeps: it refines only running and
-// restarting.
-func engineOwn(state string) bool {
-	switch state {
-	case datapath.Stopped, datapath.Paused, datapath.Waiting, datapath.Fencing:
-		return true
-	}
-	return false
-}
-
-// Annotate adds what Watcher knows (lag, state) to an engine's status.
-func (h *Watcher) Annotate(st []datapath.PartitionStatus) []datapath.PartitionStatus {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := range st {
-		w := h.lookup(h.order, i, st[i].Topic, st[i].Partition)
-		if w == nil {
-			continue
-		}
-		st[i].SourceEnd, st[i].Lag, st[i].LagSeconds = w.end, w.lag, w.lagSec
-		if !engineOwn(st[i].State) && !engineOwn(w.state) { // else the check is older than the state
-			st[i].State = w.state
-		}
-	}
-	return st
 }
 
 // States lists every partition state, for the state metric.
@@ -511,6 +488,7 @@ func (h *Watcher) forget() {
 	if m := h.cfg.Metrics; m != nil {
 		m.Partitions.Remove(h)
 	}
+	h.cfg.Table.SetChecks(nil)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.forgetLocked(h.checks + 1)

@@ -137,10 +137,10 @@ func TestHealthCheck(t *testing.T) {
 	h := New(Config{SourceAlias: "A", TargetAlias: "B", Source: cl,
 		StallAfter: time.Minute, LagAfter: 30 * time.Second, Metrics: m}, eng, slog.New(slog.NewTextHandler(&logs, nil)))
 	t0 := time.Now()
-	state := func(p int) string { return h.Annotate(eng.Status(nil))[p].State }
+	state := func(p int) string { return h.cfg.Table.Status(eng)[p].State }
 
 	h.Check(ctx, t0)
-	st := h.Annotate(eng.Status(nil))
+	st := h.cfg.Table.Status(eng)
 	if st[0].Lag != 5 || st[0].SourceEnd != 10 || st[0].State != datapath.Running || st[1].Lag != 5 {
 		t.Fatalf("after first check: %+v", st)
 	}
@@ -164,7 +164,7 @@ func TestHealthCheck(t *testing.T) {
 	if got := state(1); got != datapath.Stalled {
 		t.Errorf("p1: %s, want stalled", got)
 	}
-	if n := datapath.NotReady(h.Annotate(eng.Status(nil))); n != 2 {
+	if n := datapath.NotReady(h.cfg.Table.Status(eng)); n != 2 {
 		t.Errorf("not ready %d, want 2", n)
 	}
 	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "1", datapath.Stalled); got != 1 {
@@ -208,7 +208,7 @@ func TestHealthCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Check(ctx, t0.Add(125*time.Second))
-	if st := h.Annotate(eng.Status(nil)); st[0].Lag != 3 || st[0].SourceEnd != 15 || st[1].Lag != 0 {
+	if st := h.cfg.Table.Status(eng); st[0].Lag != 3 || st[0].SourceEnd != 15 || st[1].Lag != 0 {
 		t.Errorf("after retention took 10..11 of t:0: %+v; want lag 3 of 15 on t:0, none on t:1", st)
 	}
 	if got := healthMetric(t, m, "kmirror_partition_lag_records", "A.t", "0", ""); got != 3 {
@@ -315,7 +315,7 @@ func TestHealthFollowsPartitions(t *testing.T) {
 				now = now.Add(5 * time.Second)
 				h.Check(ctx, now)
 			}
-			for _, s := range h.Annotate(eng.Status(nil)) {
+			for _, s := range h.cfg.Table.Status(eng) {
 				k := s.Topic + "/" + strconv.Itoa(int(s.Partition))
 				if s.SourceEnd != want[k] || s.Lag != want[k] {
 					t.Errorf("%s: source end %d, lag %d; want %d", k, s.SourceEnd, s.Lag, want[k])
@@ -403,7 +403,7 @@ func TestListed(t *testing.T) {
 	}
 }
 
-// TestHealthHeld: partitions the flow holds back (Held) are watched with
+// TestHealthHeld: partitions the flow holds back (in its Table) are watched with
 // the state they have, with their lag and a state series; once in the
 // engine, their state is the engine's at once, not the last check's.
 func TestHealthHeld(t *testing.T) {
@@ -424,18 +424,14 @@ func TestHealthHeld(t *testing.T) {
 	}
 	m := metrics.New()
 	eng := &statusEngine{}
-	var mu sync.Mutex
-	held := []datapath.PartitionStatus{{Topic: "t", Partition: 0, Remote: "A.t", Done: -1, State: datapath.Fencing, Error: "refused"}}
-	h := New(Config{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: m,
-		Held: func() []datapath.PartitionStatus {
-			mu.Lock()
-			defer mu.Unlock()
-			return append([]datapath.PartitionStatus(nil), held...)
-		}}, eng, slog.New(slog.DiscardHandler))
+	tab := datapath.NewTable(nil)
+	t0 := progress.TP{Topic: "t", Partition: 0}
+	tab.Hold(datapath.Held{TP: t0, Remote: "A.t", State: datapath.Fencing, Why: "refused"})
+	h := New(Config{SourceAlias: "A", TargetAlias: "B", Source: cl, Metrics: m, Table: tab}, eng, slog.New(slog.DiscardHandler))
 	now := time.Now()
 	h.Check(ctx, now)
-	if st := h.Annotate(h.cfg.Held()); st[0].State != datapath.Fencing || st[0].Lag != 1 {
-		t.Errorf("held: %+v, want fencing with lag 1", st[0])
+	if st := tab.Status(eng); len(st) != 1 || st[0].State != datapath.Fencing || st[0].Lag != 1 || st[0].Error != "refused" {
+		t.Errorf("held: %+v, want fencing with lag 1", st)
 	}
 	if got := healthMetric(t, m, "kmirror_partition_state", "A.t", "0", datapath.Fencing); got != 1 {
 		t.Errorf("fencing series %v, want 1", got)
@@ -445,13 +441,11 @@ func TestHealthHeld(t *testing.T) {
 		t.Errorf("an hour later: fencing series %v, restarts %v; want 1, none", got, eng.restarts)
 	}
 
-	mu.Lock()
-	held = nil
-	mu.Unlock()
 	eng.mu.Lock()
 	eng.st = []datapath.PartitionStatus{{Topic: "t", Partition: 0, Remote: "A.t", Done: 0, State: datapath.Running}}
 	eng.mu.Unlock()
-	if st := h.Annotate(eng.Status(nil)); st[0].State != datapath.Running {
+	tab.Unhold([]progress.TP{t0})
+	if st := h.cfg.Table.Status(eng); st[0].State != datapath.Running {
 		t.Errorf("started, before a check: %s, want running", st[0].State)
 	}
 	h.Check(ctx, now.Add(time.Hour+time.Second))
