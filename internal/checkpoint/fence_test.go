@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -266,5 +267,61 @@ func TestStopDuringTransaction(t *testing.T) {
 		}
 	case <-time.After(WriteTimeout):
 		t.Fatal("Run still waits a write timeout after the stop")
+	}
+}
+
+// TestCommitFails: a transaction whose commit fails for good (the
+// coordinator answers EndTxn with INVALID_TXN_STATE, which franz-go takes
+// as fatal for its producer ID; its abort then sends nothing, and the
+// transaction stays open) ends the task with ErrTxnUnknown, which Yielded
+// reports, at the latest when the next round cannot begin a transaction:
+// the task does not fail round after round, the worker does not start it
+// again at once (the next task's fence aborts what is open), and nothing
+// of the round is committed. (A commit whose outcome was merely
+// unconfirmed, a timeout, is aborted by franz-go's TryAbort, and the next
+// round goes on.)
+func TestCommitFails(t *testing.T) {
+	s := newFenceSetup(t, false)
+	var commits sync.Map // EndTxn's Commit -> true
+	s.fake.ControlKey(int16(kmsg.EndTxn), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		s.fake.KeepControl()
+		req := kr.(*kmsg.EndTxnRequest)
+		commits.Store(req.Commit, true)
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	s.commit(t, 30)
+	var logs testkafka.Logs
+	r := s.start(t, Config{Flow: s.f, Metrics: metrics.New(), Log: logs.Logger(), TransactionalID: "unknown"})
+	select {
+	case err := <-r.done:
+		r.done <- err
+		if !errors.Is(err, ErrTxnUnknown) || !Yielded(err) {
+			t.Errorf("Run: %v, want ErrTxnUnknown", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the task still runs a minute after its transaction could not end")
+	}
+	if _, ok := commits.Load(true); !ok {
+		t.Error("no commit was tried")
+	}
+	if got := logs.Lines("retrying at the next interval"); len(got) > 1 {
+		t.Errorf("the task went on failing: %q", got)
+	}
+	// The transaction stays open on the target: its last stable offset
+	// stays at the start.
+	cpTopic := s.f.Policy.CheckpointsTopic(s.f.Source)
+	ends, err := kadm.NewClient(s.dst).ListCommittedOffsets(context.Background(), cpTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || o.Offset != 0 {
+			t.Errorf("%s-%d: last stable offset %d (%v), want 0: nothing committed", o.Topic, o.Partition, o.Offset, o.Err)
+		}
+	})
+	if len(ends) == 0 {
+		t.Errorf("no partition of %s listed", cpTopic)
 	}
 }
