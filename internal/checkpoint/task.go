@@ -516,21 +516,9 @@ func (t *Task) wroteLocked(recs []*kgo.Record, committed bool) {
 // ready once the syncs topic is read to the end it had at start, then
 // follows it until ctx ends, or returns then when once is set.
 func (t *Task) followSyncs(ctx context.Context, once bool) error {
-	indexed := make(map[cpKey]int64) // upstream offset of a partition's last index entry
-	if t.set.IndexTopic != "" {
-		sk := skipper(t, t.cfg.Target, wire.DecodeOffsetSync)
-		err := readlog.ToEnd(ctx, t.tgtConn, t.set.IndexTopic, func(r *kgo.Record) {
-			if s, ok := sk.Record(r); ok && s.UpstreamOffset >= 0 && s.DownstreamOffset >= 0 {
-				t.store.Apply(s)
-				indexed[cpKey{s.Topic, s.Partition}] = s.UpstreamOffset
-			}
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			t.log.Warn("offset index not read; history is what the offset-syncs topic kept", "topic", t.set.IndexTopic, "err", err)
-		}
+	indexed, err := t.readIndex(ctx)
+	if err != nil {
+		return err
 	}
 	end, err := t.syncsEnd(ctx)
 	if err != nil {
@@ -541,20 +529,8 @@ func (t *Task) followSyncs(ctx context.Context, once bool) error {
 	// since then count (see afterIndex).
 	latest := make(map[cpKey][]wire.OffsetSync)
 	ready := func() {
-		keys := make([]cpKey, 0, len(latest))
-		for k := range latest {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			return keys[i].topic < keys[j].topic || keys[i].topic == keys[j].topic && keys[i].partition < keys[j].partition
-		})
-		for _, k := range keys {
-			for _, s := range latest[k] {
-				t.store.Apply(s)
-			}
-		}
+		t.ready(latest)
 		latest = nil
-		t.store.SetReady()
 	}
 	if end == 0 {
 		ready()
@@ -601,6 +577,50 @@ func (t *Task) followSyncs(ctx context.Context, once bool) error {
 			return nil
 		}
 	}
+}
+
+// readIndex applies the flow's offset index, if it keeps one, and returns
+// the upstream offset of each partition's last entry. An index that
+// cannot be read is logged: history is then what the offset-syncs topic
+// kept.
+func (t *Task) readIndex(ctx context.Context) (map[cpKey]int64, error) {
+	indexed := make(map[cpKey]int64)
+	if t.set.IndexTopic == "" {
+		return indexed, nil
+	}
+	sk := skipper(t, t.cfg.Target, wire.DecodeOffsetSync)
+	err := readlog.ToEnd(ctx, t.tgtConn, t.set.IndexTopic, func(r *kgo.Record) {
+		if s, ok := sk.Record(r); ok && s.UpstreamOffset >= 0 && s.DownstreamOffset >= 0 {
+			t.store.Apply(s)
+			indexed[cpKey{s.Topic, s.Partition}] = s.UpstreamOffset
+		}
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		t.log.Warn("offset index not read; history is what the offset-syncs topic kept", "topic", t.set.IndexTopic, "err", err)
+	}
+	return indexed, nil
+}
+
+// ready applies the syncs of indexed partitions kept while reading up to
+// the end (latest), partition by partition in order, and marks the store
+// ready: translations may start.
+func (t *Task) ready(latest map[cpKey][]wire.OffsetSync) {
+	keys := make([]cpKey, 0, len(latest))
+	for k := range latest {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].topic < keys[j].topic || keys[i].topic == keys[j].topic && keys[i].partition < keys[j].partition
+	})
+	for _, k := range keys {
+		for _, s := range latest[k] {
+			t.store.Apply(s)
+		}
+	}
+	t.store.SetReady()
 }
 
 // afterIndex appends s, the next sync the offset-syncs topic holds for a

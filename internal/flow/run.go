@@ -160,24 +160,71 @@ func appendWaiting(ws []datapath.Held, t topicsync.Topic) []datapath.Held {
 // stops everything.
 func (r *running) run(ctx context.Context) error {
 	f, c := r.f, r.c
+	hb, cp, err := r.sideTasks(ctx)
+	if err != nil {
+		return err
+	}
+	loops, stop := context.WithCancel(ctx)
+	defer stop()
+	var side sync.WaitGroup
+	sideErr := make(chan error, 2)
+	r.startSide(loops, stop, &side, sideErr, hb, cp)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.commitLoop(loops)
+	}()
+	side.Add(1)
+	go func() { defer side.Done(); r.health.Run(loops) }()
+	go r.refreshLoop(loops)
+	r.startSyncJobs(loops)
+	f.log.Info("flow started", "source", c.Source, "target", c.Target, "partitions", len(r.assigned), "waiting_for_target", r.parts.Count(datapath.Waiting))
+	err = r.rep.Run(loops, f.opts.Drain)
+	stop()
+	<-done
+	side.Wait()
+	close(sideErr)
+	// A side task's error comes first: it is why the flow stopped, and
+	// the data path's error on the way out is its consequence.
+	var errs []error
+	for e := range sideErr {
+		errs = append(errs, e)
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("flow %s: stopping: %w", c.Name(), err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	f.log.Info("flow stopped; progress saved")
+	return nil
+}
+
+// sideTasks prepares the flow's heartbeats and checkpoints, those it
+// emits (nil otherwise).
+func (r *running) sideTasks(ctx context.Context) (*heartbeat.Emitter, *checkpoint.Task, error) {
+	f, c := r.f, r.c
 	var hb *heartbeat.Emitter
 	var err error
 	if c.EmitHeartbeatsEnabled {
 		if hb, err = f.heartbeats(ctx, r.pol, r.tgtAdm); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	var cp *checkpoint.Task
 	if c.EmitCheckpointsEnabled && c.EmitOffsetSyncsEnabled {
 		if cp, err = checkpoint.New(checkpoint.Config{Flow: c, Metrics: f.m, Log: f.log}); err != nil {
-			return fmt.Errorf("flow %s: %w", c.Name(), err)
+			return nil, nil, fmt.Errorf("flow %s: %w", c.Name(), err)
 		}
 	}
+	return hb, cp, nil
+}
 
-	loops, stop := context.WithCancel(ctx)
-	defer stop()
-	var side sync.WaitGroup
-	sideErr := make(chan error, 2)
+// startSide runs the heartbeats and the checkpoints (in group mode only
+// while this worker leads the flow) until loops ends; their errors go to
+// sideErr. A checkpoint task that fails in single mode stops the flow.
+func (r *running) startSide(loops context.Context, stop context.CancelFunc, side *sync.WaitGroup, sideErr chan<- error, hb *heartbeat.Emitter, cp *checkpoint.Task) {
+	f, c := r.f, r.c
 	if hb != nil {
 		side.Add(1)
 		go func() { defer side.Done(); sideErr <- hb.Run(loops) }()
@@ -196,17 +243,13 @@ func (r *running) run(ctx context.Context) error {
 			}
 		}()
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.commitLoop(loops)
-	}()
-	side.Add(1)
-	go func() { defer side.Done(); r.health.Run(loops) }()
-	go r.refreshLoop(loops)
-	// Topic configs and ACLs follow the source, at start and on their
-	// intervals, as MM2's syncTopicConfigs and syncTopicAcls do; in group
-	// mode only the worker that leads the flow does it.
+}
+
+// startSyncJobs has topic configs and ACLs follow the source, at start
+// and on their intervals, as MM2's syncTopicConfigs and syncTopicAcls do;
+// in group mode only the worker that leads the flow does it.
+func (r *running) startSyncJobs(loops context.Context) {
+	f, c := r.f, r.c
 	var lead func() bool
 	if r.group != "" {
 		lead = r.hooks.leads
@@ -230,26 +273,6 @@ func (r *running) run(ctx context.Context) error {
 		}
 		go periodic(loops, job.d, leadCheck, lead, run)
 	}
-	f.log.Info("flow started", "source", c.Source, "target", c.Target, "partitions", len(r.assigned), "waiting_for_target", r.parts.Count(datapath.Waiting))
-	err = r.rep.Run(loops, f.opts.Drain)
-	stop()
-	<-done
-	side.Wait()
-	close(sideErr)
-	// A side task's error comes first: it is why the flow stopped, and
-	// the data path's error on the way out is its consequence.
-	var errs []error
-	for e := range sideErr {
-		errs = append(errs, e)
-	}
-	if err != nil {
-		errs = append(errs, fmt.Errorf("flow %s: stopping: %w", c.Name(), err))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	f.log.Info("flow stopped; progress saved")
-	return nil
 }
 
 // commitLoop saves progress every offset flush interval, and sooner when
