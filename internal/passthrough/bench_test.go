@@ -139,18 +139,33 @@ func BenchmarkProduceRequestAppend(b *testing.B) {
 // (kmirror.fetches.per.broker); the record path's default was one.
 func BenchmarkEngine(b *testing.B) {
 	for _, m := range modes {
-		b.Run(m.name, func(b *testing.B) { benchEngine(b, m, 1) })
+		b.Run(m.name, func(b *testing.B) { benchEngine(b, m, shape{lanes: 1, partitions: 4, brokers: 1}) })
 	}
-	b.Run("reencode 2 lanes", func(b *testing.B) { benchEngine(b, mode{reencode: true}, 2) })
+	b.Run("reencode 2 lanes", func(b *testing.B) { benchEngine(b, mode{reencode: true}, shape{lanes: 2, partitions: 4, brokers: 1}) })
 }
 
-func benchEngine(b *testing.B, m mode, lanes int) {
-	src, err := kfake.NewCluster(kfake.NumBrokers(1))
+// BenchmarkEngineWide is BenchmarkEngine over 128 partitions led by 3
+// brokers on each side, with 2 lanes: many partitions' fetch answers and
+// acknowledgements at once, where the Pipeline's one lock (pl.mu) would
+// show as contention. Run it with -mutexprofile to see that
+// (DESIGN.md, lock order).
+func BenchmarkEngineWide(b *testing.B) {
+	for _, m := range modes[:2] {
+		b.Run(m.name, func(b *testing.B) { benchEngine(b, m, shape{lanes: 2, partitions: 128, brokers: 3}) })
+	}
+}
+
+// shape is the size of a benchmark's flow.
+type shape struct{ lanes, partitions, brokers int }
+
+func benchEngine(b *testing.B, m mode, sh shape) {
+	lanes, parts := sh.lanes, int32(sh.partitions)
+	src, err := kfake.NewCluster(kfake.NumBrokers(sh.brokers))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer src.Close()
-	dst, err := kfake.NewCluster(kfake.NumBrokers(1))
+	dst, err := kfake.NewCluster(kfake.NumBrokers(sh.brokers))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -166,8 +181,8 @@ func benchEngine(b *testing.B, m mode, lanes int) {
 	}
 	ctx := context.Background()
 	srcAdm, dstAdm := kadm.NewClient(cl(srcOpts)), kadm.NewClient(cl(dstOpts))
-	srcAdm.CreateTopic(ctx, 4, 1, nil, "bench")
-	dstAdm.CreateTopic(ctx, 4, 1, nil, "A.bench")
+	srcAdm.CreateTopic(ctx, parts, 1, nil, "bench")
+	dstAdm.CreateTopic(ctx, parts, 1, nil, "A.bench")
 	value := make([]byte, 1024)
 	pcl := cl(srcOpts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerBatchCompression(kgo.Lz4Compression()))
 	for range b.N {
@@ -193,7 +208,7 @@ func benchEngine(b *testing.B, m mode, lanes int) {
 		Metrics: metrics.New(), Log: log,
 	})
 	var ps []datapath.Partition
-	for p := range int32(4) {
+	for p := range parts {
 		ps = append(ps, datapath.Partition{TP: progress.TP{Topic: "bench", Partition: p}, Remote: "A.bench"})
 	}
 	b.SetBytes(1024)
