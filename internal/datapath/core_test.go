@@ -3,6 +3,7 @@ package datapath
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -27,6 +28,13 @@ import (
 // 41.
 func newStore(t *testing.T) *progress.Store {
 	t.Helper()
+	store, _ := newStoreOn(t)
+	return store
+}
+
+// newStoreOn is newStore, with its cluster.
+func newStoreOn(t *testing.T) (*progress.Store, *kfake.Cluster) {
+	t.Helper()
 	c, cl := testkafka.Fake(t, kfake.NumBrokers(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -38,7 +46,7 @@ func newStore(t *testing.T) *progress.Store {
 	if err := store.Save(ctx, map[progress.TP]int64{{Topic: "a", Partition: 0}: 41}); err != nil {
 		t.Fatal(err)
 	}
-	return store
+	return store, c
 }
 
 func TestGroupOffsets(t *testing.T) {
@@ -361,6 +369,57 @@ func TestAckedReached(t *testing.T) {
 				if got != tt.ready[i] {
 					t.Errorf("after step %d (%d): ready %v, want %v", i, n, got, tt.ready[i])
 				}
+			}
+		})
+	}
+}
+
+// TestGroupRecoversUnsaved: of the partitions assigned, those without
+// progress once it is read go to Recover, before they start, and start
+// from what it saved; a Recover that fails holds them back in
+// exactly-once mode and lets them start in at-least-once mode.
+func TestGroupRecoversUnsaved(t *testing.T) {
+	a0, a1 := progress.TP{Topic: "a", Partition: 0}, progress.TP{Topic: "a", Partition: 1}
+	for _, tt := range []struct {
+		name        string
+		exact, fail bool
+		wantStarted bool
+	}{
+		{"recovered", false, false, true},
+		{"recovered, exactly-once", true, false, true},
+		{"failed", false, true, true},
+		{"failed, exactly-once", true, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t) // a:0 saved at 41
+			var eng interface {
+				Engine
+				has(progress.TP) bool
+			} = &fakeEngine{}
+			if tt.exact {
+				eng = &fenceEngine{}
+			}
+			var asked []progress.TP
+			recov := func(ctx context.Context, tps []progress.TP) error {
+				asked = append(asked, tps...)
+				if tt.fail {
+					return errors.New("offset syncs unreadable")
+				}
+				return store.Save(ctx, map[progress.TP]int64{a1: 9})
+			}
+			g := &Group{Engine: eng, Progress: store, Table: NewTable(store), Remote: func(s string) string { return "A." + s },
+				Log: slog.New(slog.DiscardHandler), Recover: recov}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			g.Assigned(ctx, nil, map[string][]int32{"a": {0, 1}})
+			if len(asked) != 1 || asked[0] != a1 {
+				t.Errorf("Recover asked for %v, want a:1 only", asked)
+			}
+			if eng.has(a0) != tt.wantStarted || eng.has(a1) != tt.wantStarted {
+				t.Errorf("a:0 started %v, a:1 %v, want %v", eng.has(a0), eng.has(a1), tt.wantStarted)
+			}
+			if saved, ok := store.Get(a1); !tt.fail && (!ok || saved != 9) {
+				t.Errorf("a:1 progress %d %v, want the recovered 9", saved, ok)
 			}
 		})
 	}

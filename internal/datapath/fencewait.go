@@ -16,6 +16,23 @@ const fenceAttempt = 15 * time.Second
 // first and doubles per failed attempt, and returns the others, which may
 // start. It logs and counts the failure, and starts the retry loop.
 func (g *Group) holdLocked(ctx context.Context, tps []progress.TP, failed map[progress.TP]error, first time.Duration) []progress.TP {
+	return g.waitLocked(ctx, tps, failed, first, false)
+}
+
+// holdUnreadLocked records tps as waiting because the progress other
+// workers saved could not be read (exactly-once: started from older
+// progress they would copy records again), retried like fencing.
+func (g *Group) holdUnreadLocked(ctx context.Context, tps []progress.TP, err error) {
+	failed := make(map[progress.TP]error, len(tps))
+	for _, tp := range tps {
+		failed[tp] = err
+	}
+	g.waitLocked(ctx, tps, failed, fenceRetryMin, true)
+}
+
+// waitLocked is holdLocked; unread says the failure was reading progress,
+// not fencing.
+func (g *Group) waitLocked(ctx context.Context, tps []progress.TP, failed map[progress.TP]error, first time.Duration, unread bool) []progress.TP {
 	var ok []progress.TP
 	var errs []error
 	var delay time.Duration
@@ -33,9 +50,14 @@ func (g *Group) holdLocked(ctx context.Context, tps []progress.TP, failed map[pr
 		if had {
 			d = min(2*w.delay, fenceRetryMax)
 		}
-		g.waiting[tp] = wait{delay: d, next: time.Now().Add(d)}
-		g.Table.Hold(Held{TP: tp, Remote: g.Remote(tp.Topic), State: Fencing,
-			Why: "exactly-once: not copied: the slot's transactional producer could not be initialised to fence the previous owner (retried every " + d.String() + "): " + err.Error()})
+		g.waiting[tp] = wait{delay: d, next: time.Now().Add(d), unread: unread}
+		if unread {
+			g.Table.Hold(Held{TP: tp, Remote: g.Remote(tp.Topic), State: Waiting,
+				Why: "exactly-once: not copied until the progress other workers saved can be read (retried every " + d.String() + "): " + err.Error()})
+		} else {
+			g.Table.Hold(Held{TP: tp, Remote: g.Remote(tp.Topic), State: Fencing,
+				Why: "exactly-once: not copied: the slot's transactional producer could not be initialised to fence the previous owner (retried every " + d.String() + "): " + err.Error()})
+		}
 		delay = max(delay, d)
 		seen := false
 		for _, e := range errs {
@@ -45,12 +67,18 @@ func (g *Group) holdLocked(ctx context.Context, tps []progress.TP, failed map[pr
 			errs = append(errs, err)
 		}
 	}
-	if len(errs) > 0 {
+	switch {
+	case len(errs) > 0 && unread:
+		g.Log.Error("exactly-once: the progress other workers saved could not be read; assigned partitions are not copied until it can be (from older progress they would copy records again)",
+			"partitions", len(tps)-len(ok), "retry_in", delay, "err", errs[0])
+	case len(errs) > 0:
 		if g.Metrics != nil {
 			g.Metrics.FenceFailures.WithLabelValues(g.SourceAlias, g.TargetAlias).Add(float64(len(errs)))
 		}
 		g.Log.Error("exactly-once: the previous owner of assigned partitions could not be fenced (their slot's InitProducerID failed); they are not copied until it succeeds",
 			"partitions", len(tps)-len(ok), "retry_in", delay, "err", errs[0])
+	}
+	if len(errs) > 0 {
 		if !g.retry {
 			g.retry = true
 			go g.retryLoop(ctx)
@@ -61,8 +89,9 @@ func (g *Group) holdLocked(ctx context.Context, tps []progress.TP, failed map[pr
 }
 
 // retryLoop fences the previous owners of waiting partitions again, each
-// when its backoff ends, and starts those it could fence, until none
-// waits or ctx (the group client's) ends.
+// when its backoff ends, and starts those it could fence (those whose
+// progress could not be read are fenced already: Fence skips the slots
+// this worker holds), until none waits or ctx (the group client's) ends.
 func (g *Group) retryLoop(ctx context.Context) {
 	f := g.Engine.(Fencer)
 	for {
@@ -99,7 +128,7 @@ func (g *Group) retryLoop(ctx context.Context) {
 				delete(g.waiting, tp)
 			}
 			if len(ok) > 0 {
-				g.Log.Info("exactly-once: the previous owner of waiting partitions is fenced now; they are copied", "partitions", len(ok))
+				g.Log.Info("exactly-once: the previous owner of waiting partitions is fenced; they are copied once their progress is read", "partitions", len(ok))
 				g.exportLocked()
 				g.admitLocked(ctx, ok)
 			}
@@ -108,9 +137,16 @@ func (g *Group) retryLoop(ctx context.Context) {
 	}
 }
 
-// exportLocked sets the gauge of waiting partitions.
+// exportLocked sets the gauge of partitions waiting for their fence.
 func (g *Group) exportLocked() {
-	if g.Metrics != nil {
-		g.Metrics.Unfenced.WithLabelValues(g.SourceAlias, g.TargetAlias).Set(float64(len(g.waiting)))
+	if g.Metrics == nil {
+		return
 	}
+	n := 0
+	for _, w := range g.waiting {
+		if !w.unread {
+			n++
+		}
+	}
+	g.Metrics.Unfenced.WithLabelValues(g.SourceAlias, g.TargetAlias).Set(float64(n))
 }

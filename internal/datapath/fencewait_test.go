@@ -6,13 +6,17 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/testwait"
 )
 
 // fenceEngine is a fakeEngine whose Fence fails for a partition as many
@@ -109,6 +113,87 @@ func TestGroupFenceRetry(t *testing.T) {
 			eng.fmu.Unlock()
 			if want := map[bool]int{true: 2, false: 1}[tt.wantStarted]; calls != want {
 				t.Errorf("Fence called %d times, want %d", calls, want)
+			}
+		})
+	}
+}
+
+// TestGroupProgressUnread: when the progress other workers saved cannot be
+// read as partitions are assigned (the progress topic deleted, say), an
+// exactly-once worker does not start them from older progress, which
+// would copy records again: they wait, shown as waiting with the reason
+// (not ready), and start from the saved progress once it can be read. An
+// at-least-once worker starts them at once.
+func TestGroupProgressUnread(t *testing.T) {
+	a0 := progress.TP{Topic: "a", Partition: 0}
+	for _, exact := range []bool{true, false} {
+		t.Run(map[bool]string{true: "exactly-once", false: "at-least-once"}[exact], func(t *testing.T) {
+			store, c := newStoreOn(t)
+			var refuse atomic.Bool
+			refuse.Store(true)
+			c.ControlKey(int16(kmsg.ListOffsets), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				if !refuse.Load() {
+					return nil, nil, false
+				}
+				req := kr.(*kmsg.ListOffsetsRequest)
+				resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewListOffsetsResponseTopic()
+					st.Topic = rt.Topic
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewListOffsetsResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp, nil, true
+			})
+			m := metrics.New()
+			var eng interface {
+				Engine
+				has(progress.TP) bool
+			} = &fakeEngine{}
+			fe := &fenceEngine{}
+			if exact {
+				eng = fe
+			}
+			g := &Group{Engine: eng, Progress: store, Table: NewTable(store), Remote: func(s string) string { return "A." + s },
+				Log: slog.New(slog.DiscardHandler), Metrics: m, SourceAlias: "A", TargetAlias: "B"}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			g.Assigned(ctx, nil, map[string][]int32{"a": {0}})
+			if !exact {
+				if !eng.has(a0) {
+					t.Fatal("at-least-once: not started")
+				}
+				return
+			}
+			if eng.has(a0) {
+				t.Fatal("exactly-once: started from older progress")
+			}
+			w := g.Table.Merge(nil)
+			if len(w) != 1 || w[0].State != Waiting || !strings.Contains(w[0].Error, "progress other workers saved") || NotReady(w) != 1 {
+				t.Fatalf("waiting %+v", w)
+			}
+			if v := testutil.ToFloat64(m.Unfenced.WithLabelValues("A", "B")); v != 0 {
+				t.Errorf("unfenced gauge %v, want 0: nothing waits for a fence", v)
+			}
+			time.Sleep(1500 * time.Millisecond) // a retry fails again
+			if eng.has(a0) {
+				t.Fatal("started while the progress cannot be read")
+			}
+			refuse.Store(false)
+			testwait.For(t, 5*time.Second, "a:0 started", func() bool { return eng.has(a0) })
+			fe.mu.Lock()
+			from := fe.assigned[0]
+			fe.mu.Unlock()
+			if saved, _ := store.Get(a0); saved != 41 || from.TP != a0 {
+				t.Errorf("started %+v with saved progress %d, want a:0 from 41", from, saved)
+			}
+			if w := g.Table.Merge(nil); len(w) != 0 {
+				t.Errorf("still held: %+v", w)
 			}
 		})
 	}

@@ -43,6 +43,13 @@ type Group struct {
 	// something keeps it from being created: such a partition is not
 	// started until Release finds it hosted.
 	Hosting func(tp progress.TP) (wait bool, why string)
+	// Recover, if set, is given the newly assigned partitions that have
+	// no progress once the progress other workers saved is read, before
+	// they start: it may save a position for them (flow: from the last
+	// offset sync, when their remote partition already holds records).
+	// Only the worker a partition is assigned to recovers it, after its
+	// previous owner is fenced and its saved progress read.
+	Recover func(ctx context.Context, tps []progress.TP) error
 	// Table must be set: the assigned partitions held back (fencing,
 	// waiting for the target) are shown there, with why.
 	Table *Table
@@ -55,10 +62,11 @@ type Group struct {
 }
 
 // wait is a partition assigned to this worker whose previous owner could
-// not be fenced yet.
+// not be fenced yet, or (unread) whose progress could not be read.
 type wait struct {
-	delay time.Duration // the backoff before next
-	next  time.Time     // next attempt
+	delay  time.Duration // the backoff before next
+	next   time.Time     // next attempt
+	unread bool
 }
 
 // Backoff of the attempts to fence the previous owners of waiting
@@ -115,12 +123,26 @@ func (g *Group) startLocked(ctx context.Context, tps []progress.TP) {
 	// Another worker may have saved progress for these partitions since
 	// this one last read it.
 	catchUp := g.Progress.CatchUp
-	if _, ok := g.Engine.(Fencer); ok {
+	_, exact := g.Engine.(Fencer)
+	if exact {
 		// Progress committed behind a transaction still open is read too.
 		catchUp = g.Progress.CatchUpStable
 	}
 	if err := catchUp(ctx); err != nil {
+		if exact {
+			// Started from older progress, they would copy records
+			// again: duplicates. They wait, retried with the fencing.
+			g.holdUnreadLocked(ctx, tps, err)
+			return
+		}
 		g.Log.Warn("reading the progress other workers saved failed; assigned partitions resume from older progress and copy some records again", "err", err)
+	}
+	if err := g.recoverLocked(ctx, tps); err != nil {
+		if exact {
+			g.holdUnreadLocked(ctx, tps, err)
+			return
+		}
+		g.Log.Warn("recovering the position of assigned partitions without progress failed; they are copied from the start", "err", err)
 	}
 	var ps []Partition
 	for _, tp := range tps {
@@ -137,6 +159,24 @@ func (g *Group) startLocked(ctx context.Context, tps []progress.TP) {
 	g.Progress.Own(tps)
 	g.Engine.Assign(ps)
 	g.Table.Unhold(tps) // after: the engine shows them now
+}
+
+// recoverLocked has Recover give the partitions of tps without progress a
+// position.
+func (g *Group) recoverLocked(ctx context.Context, tps []progress.TP) error {
+	if g.Recover == nil {
+		return nil
+	}
+	var none []progress.TP
+	for _, tp := range tps {
+		if _, ok := g.Progress.Get(tp); !ok {
+			none = append(none, tp)
+		}
+	}
+	if len(none) == 0 {
+		return nil
+	}
+	return g.Recover(ctx, none)
 }
 
 // Revoked is kgo's OnPartitionsRevoked and OnPartitionsLost: the records

@@ -94,6 +94,7 @@ func (r *running) build(ctx context.Context) error {
 	r.hooks.adapter.Progress = r.store
 	r.parts = datapath.NewTable(r.store)
 	r.hooks.adapter.Table = r.parts
+	r.hooks.adapter.Recover = r.recoverAssigned
 	if err := r.seedFromGroup(ctx); err != nil {
 		return err
 	}

@@ -43,8 +43,16 @@ type candidate struct {
 
 // recoverPositions gives the partitions of ts that have no saved progress
 // but whose remote partition holds records a position from the offset
-// syncs (see above). Each partition is looked at once per run.
+// syncs (see above). Each partition is looked at once per run. In group
+// mode it does nothing: a worker recovers only the partitions assigned
+// to it, when they are (recoverAssigned). Another worker's partition may
+// lack progress only for now (exactly-once: its first transaction is
+// still open), and a position recovered for it, saved behind its owner's
+// progress, would take the next owner back: records copied twice.
 func (r *running) recoverPositions(ctx context.Context, ts []topicsync.Topic) error {
+	if r.group != "" {
+		return nil
+	}
 	var maybe []candidate
 	var looked []progress.TP
 	live := make(map[string]bool, len(ts))
@@ -77,6 +85,17 @@ func (r *running) recoverPositions(ctx context.Context, ts []topicsync.Topic) er
 		r.looked[tp] = true
 	}
 	return nil
+}
+
+// recoverAssigned is datapath.Group.Recover: the partitions assigned to
+// this worker without progress, once their previous owner is fenced and
+// the saved progress read.
+func (r *running) recoverAssigned(ctx context.Context, tps []progress.TP) error {
+	maybe := make([]candidate, 0, len(tps))
+	for _, tp := range tps {
+		maybe = append(maybe, candidate{tp: tp, remote: r.hooks.remote(tp.Topic)})
+	}
+	return r.recover(ctx, maybe)
 }
 
 func (r *running) recover(ctx context.Context, maybe []candidate) error {
