@@ -35,8 +35,9 @@ const (
 	// Waiting and Fencing are partitions of the flow not in its engine
 	// yet: the target does not host their remote partition yet (a new
 	// topic or partition; Error says what keeps it from being created),
-	// or, exactly-once in group mode, their slot's previous owner could
-	// not be fenced yet (Error says why).
+	// or, exactly-once in group mode, the progress other workers saved
+	// could not be read yet (waiting, Error says why), or their slot's
+	// previous owner could not be fenced yet (fencing, Error says why).
 	Waiting = "waiting"
 	Fencing = "fencing"
 )
