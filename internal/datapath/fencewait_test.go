@@ -16,6 +16,7 @@ import (
 
 	"github.com/kmirror/kmirror/internal/metrics"
 	"github.com/kmirror/kmirror/internal/progress"
+	"github.com/kmirror/kmirror/internal/testkafka"
 	"github.com/kmirror/kmirror/internal/testwait"
 )
 
@@ -136,19 +137,9 @@ func TestGroupProgressUnread(t *testing.T) {
 				if !refuse.Load() {
 					return nil, nil, false
 				}
-				req := kr.(*kmsg.ListOffsetsRequest)
-				resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-				for _, rt := range req.Topics {
-					st := kmsg.NewListOffsetsResponseTopic()
-					st.Topic = rt.Topic
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewListOffsetsResponseTopicPartition()
-						sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp, nil, true
+				return testkafka.ListOffsetsAnswer(kr.(*kmsg.ListOffsetsRequest), func(string, int32) (int16, int64) {
+					return kerr.TopicAuthorizationFailed.Code, -1
+				}), nil, true
 			})
 			m := metrics.New()
 			var eng interface {

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
 // TestToEndRetriesMovingLeaders answers the first ListOffsets requests with
@@ -58,19 +60,9 @@ func TestToEndRetriesMovingLeaders(t *testing.T) {
 				if calls.Add(1) > tt.times {
 					return nil, nil, false
 				}
-				lr := req.(*kmsg.ListOffsetsRequest)
-				resp := lr.ResponseKind().(*kmsg.ListOffsetsResponse)
-				for _, rt := range lr.Topics {
-					st := kmsg.NewListOffsetsResponseTopic()
-					st.Topic = rt.Topic
-					for _, rp := range rt.Partitions {
-						sp := kmsg.NewListOffsetsResponseTopicPartition()
-						sp.Partition, sp.ErrorCode, sp.Offset = rp.Partition, tt.code, -1
-						st.Partitions = append(st.Partitions, sp)
-					}
-					resp.Topics = append(resp.Topics, st)
-				}
-				return resp, nil, true
+				return testkafka.ListOffsetsAnswer(req.(*kmsg.ListOffsetsRequest), func(string, int32) (int16, int64) {
+					return tt.code, -1
+				}), nil, true
 			})
 			n := 0
 			err = ToEnd(context.Background(), opts, "t", func(*kgo.Record) { n++ })

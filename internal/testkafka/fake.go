@@ -56,3 +56,21 @@ func FailProduce(c *kfake.Cluster, err *kerr.Error, n int) {
 		return resp, nil, true
 	})
 }
+
+// ListOffsetsAnswer answers req, for a fake cluster's ControlKey, with the
+// error code and offset that each gives each partition asked.
+func ListOffsetsAnswer(req *kmsg.ListOffsetsRequest, each func(topic string, partition int32) (code int16, offset int64)) *kmsg.ListOffsetsResponse {
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode, sp.Offset = each(rt.Topic, rp.Partition)
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
+}

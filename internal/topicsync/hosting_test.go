@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kmirror/kmirror/internal/policy"
+	"github.com/kmirror/kmirror/internal/testkafka"
 )
 
 // fakeTarget is a kfake target cluster whose partitions in unhosted
@@ -39,24 +40,14 @@ func newFakeTarget(t *testing.T) *fakeTarget {
 	f := &fakeTarget{Cluster: c, unhosted: map[string]map[int32]bool{}, refuse: map[string]int16{}}
 	c.ControlKey(int16(kmsg.ListOffsets), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		req := r.(*kmsg.ListOffsetsRequest)
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewListOffsetsResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewListOffsetsResponseTopicPartition()
-				sp.Partition, sp.Offset = rp.Partition, 0
-				if f.unhosted[rt.Topic][rp.Partition] {
-					sp.ErrorCode, sp.Offset = kerr.NotLeaderForPartition.Code, -1
-				}
-				st.Partitions = append(st.Partitions, sp)
+		return testkafka.ListOffsetsAnswer(r.(*kmsg.ListOffsetsRequest), func(topic string, p int32) (int16, int64) {
+			if f.unhosted[topic][p] {
+				return kerr.NotLeaderForPartition.Code, -1
 			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+			return 0, 0
+		}), nil, true
 	})
 	c.ControlKey(int16(kmsg.CreateTopics), func(r kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
