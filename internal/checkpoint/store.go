@@ -35,6 +35,7 @@ const DefaultMaxSyncs = 4096
 type entry struct {
 	up, down int64
 	run      bool
+	pid      int64 // the producer that wrote the sync; -1 unknown
 }
 
 type tp struct {
@@ -98,14 +99,25 @@ func (s *Store) Has(topic string, partition int32) bool { return s.Len(topic, pa
 // MM2's meaning: an upstream rewind (a restart re-copying records)
 // supersedes the syncs at or after its upstream offset; a downstream
 // rewind (the target topic re-created) drops all history.
-func (s *Store) Apply(o wire.OffsetSync) {
+func (s *Store) Apply(o wire.OffsetSync) { s.ApplyFrom(o, -1) }
+
+// ApplyFrom is Apply of a sync written by producer pid (the record's
+// producer ID; -1 unknown). Two consecutive syncs of one writer bound a
+// run: the records between them are contiguous up to a gap just before
+// the second (a sync follows every gap), which Exact mode interpolates.
+// Syncs of two writers (a worker stopped past its session goes on
+// copying beside the partition's new owner, their syncs interleave) do
+// not: a sync followed by another producer's ends its run, and an offset
+// after it translates as MM2 does (its downstream + 1, behind the data,
+// never ahead).
+func (s *Store) ApplyFrom(o wire.OffsetSync, pid int64) {
 	if o.UpstreamOffset < 0 || o.DownstreamOffset < 0 {
 		return
 	}
 	k := tp{o.Topic, o.Partition}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.parts[k] = s.apply(s.parts[k], entry{up: o.UpstreamOffset, down: o.DownstreamOffset, run: true})
+	s.parts[k] = s.apply(s.parts[k], entry{up: o.UpstreamOffset, down: o.DownstreamOffset, run: true, pid: pid})
 }
 
 func (s *Store) apply(es []entry, e entry) []entry {
@@ -116,6 +128,9 @@ func (s *Store) apply(es []entry, e entry) []entry {
 	es = es[:i] // upstream rewind: later syncs are superseded
 	if i > 0 && es[i-1].down >= e.down {
 		es = es[:0] // downstream rewind: history is void
+	}
+	if n := len(es); n > 0 && e.pid >= 0 && es[n-1].pid >= 0 && es[n-1].pid != e.pid {
+		es[n-1].run = false // another writer: no run across them
 	}
 	if s.mode == Exact && len(es) >= 2 {
 		// Three syncs on one diagonal: the middle one says nothing the

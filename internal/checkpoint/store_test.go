@@ -308,3 +308,38 @@ func TestCorruptValuesIgnored(t *testing.T) {
 		t.Fatalf("%d syncs, want 1", n)
 	}
 }
+
+// TestTranslateTwoWriters: the offset syncs of robustness run 20 (session
+// 17), where a worker stopped past its session (producer 2002) went on
+// copying src.orders[4] beside its new owner (2004) and their syncs
+// interleave. 584 is at 595 on the target. Exact mode must not join the
+// zombie's (517,588) and the owner's (586,597) into one run, which gave
+// 597, ahead of the data; with or without the owner's (578,589) between
+// them (thinned, say), 584 translates at or behind 595.
+func TestTranslateTwoWriters(t *testing.T) {
+	type sync struct {
+		up, down, pid int64
+	}
+	owner := []sync{{507, 516, 2004}, {521, 530, 2004}, {534, 543, 2004}, {555, 564, 2004}, {574, 583, 2004}, {577, 586, 2004}}
+	zombie := []sync{{516, 587, 2002}, {517, 588, 2002}}
+	for _, tt := range []struct {
+		name  string
+		after []sync
+		want  int64
+	}{
+		{"owner's sync between", []sync{{578, 589, 2004}, {586, 597, 2004}, {591, 602, 2004}}, 595},
+		{"owner's sync between missing", []sync{{586, 597, 2004}, {591, 602, 2004}}, 589},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore(Exact, 0)
+			s.SetReady()
+			for _, y := range append(append(append([]sync{}, owner...), zombie...), tt.after...) {
+				s.ApplyFrom(wire.OffsetSync{Topic: "orders", Partition: 4, UpstreamOffset: y.up, DownstreamOffset: y.down}, y.pid)
+			}
+			got, ok := s.Translate("orders", 4, 584)
+			if !ok || got != tt.want {
+				t.Errorf("584 translated to %d (%v), want %d (584 is at 595: never past it)", got, ok, tt.want)
+			}
+		})
+	}
+}

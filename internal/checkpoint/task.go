@@ -566,7 +566,7 @@ func (t *Task) followSyncs(ctx context.Context, once bool) error {
 				if last, ok := indexed[k]; ok && latest != nil {
 					latest[k] = afterIndex(latest[k], s, last)
 				} else {
-					t.store.Apply(s)
+					t.store.ApplyFrom(s, r.ProducerID)
 				}
 			}
 			if latest != nil && r.Offset >= end-1 {
