@@ -119,8 +119,8 @@ func (r *running) apply(ctx context.Context, ts []topicsync.Topic) error {
 	}
 	was := r.parts.Count(datapath.Waiting)
 	r.hosts.set(ts)
-	// After Assign: a partition the engine starts now is not shown as
-	// neither meanwhile (Table.Merge shows the engine's row of one in both).
+	// After Assign, so that a partition the engine starts now shows all
+	// along (Table.Merge shows the engine's row of one in both).
 	defer r.parts.SetWaiting(waiting)
 	var gone []progress.TP
 	for tp := range r.assigned {
