@@ -3,6 +3,7 @@ package topicsync
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"regexp"
@@ -208,6 +209,23 @@ func TestSyncACLsBroker(t *testing.T) {
 	create(tgt, lit(remote).Operations(kadm.OpRead).Allow("User:carol"))
 	create(tgt, lit(remote).Operations(kadm.OpDescribe).Allow("User:bob"))
 
+	// Each broker shows new ACLs once it has applied the controller's
+	// metadata: wait for all of them before the first sync.
+	shown := func(adm *kadm.Client, n int) {
+		t.Helper()
+		var got int
+		until(t, func() bool {
+			rs, err := describeTopicACLs(ctx, adm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = len(rs)
+			return got == n
+		}, "%v literal topic ACLs shown, want %d", now[int]{&got}, n)
+	}
+	shown(src, 5)
+	shown(tgt, 2)
+
 	s, rc, log := countingSyncer(t, a, b, regexp.QuoteMeta(topic))
 	if err := s.SyncACLs(ctx); err != nil {
 		t.Fatal(err)
@@ -215,23 +233,28 @@ func TestSyncACLsBroker(t *testing.T) {
 	if n := rc.take(kmsg.CreateACLs); n != 1 {
 		t.Errorf("sent %d CreateACLs requests for the two missing ACLs, want 1", n)
 	}
-	rs, err := describeTopicACLs(ctx, tgt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range rs {
-		got = append(got, toBinding(r).String())
-	}
-	want := []string{
+	want := strings.Join([]string{
 		"ALLOW User:alice READ on topic " + remote + " from host *",
 		"ALLOW User:bob DESCRIBE on topic " + remote + " from host *",
 		"ALLOW User:carol READ on topic " + remote + " from host *",
 		"DENY User:mallory READ on topic " + remote + " from host *",
-	}
-	if strings.Join(sorted(got), "\n") != strings.Join(want, "\n") {
-		t.Errorf("target ACLs:\n%s\nwant:\n%s", strings.Join(sorted(got), "\n"), strings.Join(want, "\n"))
-	}
+	}, "\n")
+	// The controller answers CreateACLs once the ACLs are committed; the
+	// broker's authorizer shows them when it has applied that metadata,
+	// a moment later. Wait for that, or the second sync sees them missing.
+	var got string
+	until(t, func() bool {
+		rs, err := describeTopicACLs(ctx, tgt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bs []string
+		for _, r := range rs {
+			bs = append(bs, toBinding(r).String())
+		}
+		got = strings.Join(sorted(bs), "\n")
+		return got == want
+	}, "target ACLs:\n%s\nwant:\n%s", now[string]{&got}, want)
 	if n := strings.Count(log.String(), "created ACL"); n != 2 {
 		t.Errorf("created %d ACLs, want 2 (alice, mallory):\n%s", n, log)
 	}
@@ -253,6 +276,12 @@ func until(t *testing.T, cond func() bool, format string, args ...any) {
 		}
 	}
 }
+
+// now prints the value p points to when the message is formatted, not
+// when it is passed.
+type now[T any] struct{ p *T }
+
+func (n now[T]) String() string { return fmt.Sprint(*n.p) }
 
 func sorted(s []string) []string {
 	out := append([]string(nil), s...)
