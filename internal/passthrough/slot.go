@@ -29,8 +29,10 @@ func (pl *Pipeline) newTxn(s int) *txnState {
 	if pl.slotted() {
 		id = slots.TransactionalID(id, s)
 	}
-	return &txnState{slot: s, id: id, pid: -1, added: make(map[progress.TP]bool), offSeq: make(map[int32]int32), coordinator: -1,
+	t := &txnState{slot: s, id: id, pid: -1, added: make(map[progress.TP]bool), offSeq: make(map[int32]int32),
 		members: make(map[*partition]struct{})}
+	t.coordinator.Store(-1)
+	return t
 }
 
 // txnForLocked returns the transaction tp's batches go in: that of its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -115,11 +116,16 @@ type txnState struct {
 	released bool
 	members  map[*partition]struct{} // assigned partitions whose txn it is
 	inflight int                     // batches of its partitions in produce requests
-	// offSeq is the next sequence of each offsets-topic partition.
-	offSeq map[int32]int32
 	// coordinator is the transaction coordinator's node ID; -1 unknown.
-	coordinator int32
-	commitMu    sync.Mutex // commits and aborts one at a time
+	// It is read and written without a lock.
+	coordinator atomic.Int32
+
+	// commitMu runs commits and aborts one at a time. It guards offSeq,
+	// the next sequence of each offsets-topic partition: only commits
+	// (writeProgress) and restarts (restartTxn) use it; Fence sets it
+	// before t is published.
+	commitMu sync.Mutex
+	offSeq   map[int32]int32
 }
 
 func (t *txnState) live() bool { return t.fenced == nil && !t.released }
@@ -139,9 +145,7 @@ func (pl *Pipeline) coordinatorRequest(ctx context.Context, t *txnState, req kms
 			case <-time.After(coordinatorRetry.Delay(try)):
 			}
 		}
-		pl.mu.Lock()
-		coord := t.coordinator
-		pl.mu.Unlock()
+		coord := t.coordinator.Load()
 		if coord < 0 {
 			fc := kmsg.NewPtrFindCoordinatorRequest()
 			fc.CoordinatorType = 1
@@ -158,9 +162,7 @@ func (pl *Pipeline) coordinatorRequest(ctx context.Context, t *txnState, req kms
 				}
 				continue
 			}
-			pl.mu.Lock()
-			t.coordinator = coord
-			pl.mu.Unlock()
+			t.coordinator.Store(coord)
 		}
 		resp, err := pl.cfg.Target.Broker(int(coord)).Request(ctx, capped{req, maxV})
 		if err == nil {
@@ -170,9 +172,7 @@ func (pl *Pipeline) coordinatorRequest(ctx context.Context, t *txnState, req kms
 		case err == nil:
 			return resp, nil
 		case errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorNotAvailable), !isKafkaErr(err):
-			pl.mu.Lock()
-			t.coordinator = -1
-			pl.mu.Unlock()
+			t.coordinator.Store(-1)
 		case errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.ConcurrentTransactions):
 		default:
 			return resp, err
@@ -751,9 +751,7 @@ func (pl *Pipeline) produceProgress(ctx context.Context, t *txnState, td kadm.To
 	if err != nil {
 		return err
 	}
-	pl.mu.Lock()
-	seq := t.offSeq[part]
-	pl.mu.Unlock()
+	seq := t.offSeq[part] // under commitMu
 	if err := stamp(raw, pid, epoch, seq, true); err != nil {
 		return err
 	}
@@ -779,9 +777,7 @@ func (pl *Pipeline) produceProgress(ctx context.Context, t *txnState, td kadm.To
 	if err := kerr.ErrorForCode(pr.Topics[0].Partitions[0].ErrorCode); err != nil && !errors.Is(err, kerr.DuplicateSequenceNumber) {
 		return err
 	}
-	pl.mu.Lock()
 	t.offSeq[part] = addSeq(seq, int32(len(rs)))
-	pl.mu.Unlock()
 	return nil
 }
 
