@@ -57,6 +57,10 @@ type Group struct {
 	mu      sync.Mutex           // held by the callbacks and each retry of waiting
 	waiting map[progress.TP]wait // assigned, but their previous owners not fenced yet
 	retry   bool                 // the retry loop runs
+	// retried holds, during a retry's admitLocked, the waits of the
+	// partitions it took out of waiting: one whose progress still cannot
+	// be read is held again with the wait doubled, not from the start.
+	retried map[progress.TP]wait
 
 	unhosted map[progress.TP]bool // assigned, but not hosted by the target yet; under mu
 }
