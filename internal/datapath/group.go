@@ -146,7 +146,13 @@ func (g *Group) startLocked(ctx context.Context, tps []progress.TP) {
 			g.holdUnreadLocked(ctx, tps, err)
 			return
 		}
-		g.Log.Warn("recovering the position of assigned partitions without progress failed; they are copied from the start", "err", err)
+		// They start where the engine starts a partition without
+		// progress (auto.offset.reset).
+		where := "at the log start: records already on the target are copied again"
+		if g.StartAtEnd {
+			where = "at the log end (auto.offset.reset = latest): records before it not copied yet are not copied"
+		}
+		g.Log.Warn("recovering the position of assigned partitions without progress failed; they start "+where, "err", err)
 	}
 	var ps []Partition
 	for _, tp := range tps {
