@@ -527,7 +527,7 @@ func (t *Task) followSyncs(ctx context.Context, once bool) error {
 	// Syncs of indexed partitions read before the end: the index already
 	// holds their history up to its last entry, so only the syncs written
 	// since then count (see afterIndex).
-	latest := make(map[cpKey][]wire.OffsetSync)
+	latest := make(map[cpKey][]keptSync)
 	ready := func() {
 		t.ready(latest)
 		latest = nil
@@ -564,7 +564,7 @@ func (t *Task) followSyncs(ctx context.Context, once bool) error {
 			if ok {
 				k := cpKey{s.Topic, s.Partition}
 				if last, ok := indexed[k]; ok && latest != nil {
-					latest[k] = afterIndex(latest[k], s, last)
+					latest[k] = afterIndex(latest[k], keptSync{s, r.ProducerID}, last)
 				} else {
 					t.store.ApplyFrom(s, r.ProducerID)
 				}
@@ -591,7 +591,12 @@ func (t *Task) readIndex(ctx context.Context) (map[cpKey]int64, error) {
 	sk := skipper(t, t.cfg.Target, wire.DecodeOffsetSync)
 	err := readlog.ToEnd(ctx, t.tgtConn, t.set.IndexTopic, func(r *kgo.Record) {
 		if s, ok := sk.Record(r); ok && s.UpstreamOffset >= 0 && s.DownstreamOffset >= 0 {
-			t.store.Apply(s)
+			// With the writer's producer ID, as the offset-syncs
+			// topic's: no run across two writers' entries. (With the
+			// syncs topic on the source, the index has a producer of
+			// its own: the run from the index's last entry to the
+			// next sync read there ends, and translates as MM2 does.)
+			t.store.ApplyFrom(s, r.ProducerID)
 			indexed[cpKey{s.Topic, s.Partition}] = s.UpstreamOffset
 		}
 	})
@@ -607,7 +612,7 @@ func (t *Task) readIndex(ctx context.Context) (map[cpKey]int64, error) {
 // ready applies the syncs of indexed partitions kept while reading up to
 // the end (latest), partition by partition in order, and marks the store
 // ready: translations may start.
-func (t *Task) ready(latest map[cpKey][]wire.OffsetSync) {
+func (t *Task) ready(latest map[cpKey][]keptSync) {
 	keys := make([]cpKey, 0, len(latest))
 	for k := range latest {
 		keys = append(keys, k)
@@ -617,10 +622,17 @@ func (t *Task) ready(latest map[cpKey][]wire.OffsetSync) {
 	})
 	for _, k := range keys {
 		for _, s := range latest[k] {
-			t.store.Apply(s)
+			t.store.ApplyFrom(s.OffsetSync, s.pid)
 		}
 	}
 	t.store.SetReady()
+}
+
+// keptSync is a sync kept until the offset-syncs topic is read to its
+// end, with the producer ID of its record (Store.ApplyFrom).
+type keptSync struct {
+	wire.OffsetSync
+	pid int64
 }
 
 // afterIndex appends s, the next sync the offset-syncs topic holds for a
@@ -631,7 +643,7 @@ func (t *Task) ready(latest map[cpKey][]wire.OffsetSync) {
 // the newest sync would join the index's last entry to it as one run and
 // translate an offset past a marker or an aborted transaction in between
 // too far ahead (a consumer resuming there would miss records).
-func afterIndex(kept []wire.OffsetSync, s wire.OffsetSync, last int64) []wire.OffsetSync {
+func afterIndex(kept []keptSync, s keptSync, last int64) []keptSync {
 	if s.UpstreamOffset <= last {
 		return append(kept[:0], s) // the index holds the history up to here
 	}

@@ -397,3 +397,72 @@ func TestIndexThenSyncs(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexTwoWriters is TestTranslateTwoWriters through the task's
+// start: the offset index, and the syncs of indexed partitions kept while
+// the offset-syncs topic is read to its end (afterIndex, ready). The owner
+// (one producer) and a worker stopped past its session (another) write
+// both topics, interleaved. 584 is at 595 on the target: the zombie's
+// (517,588) and the owner's (586,597) must not be joined into one run,
+// which gives 597, ahead of the data. Both paths used to apply the syncs
+// without their producer ID.
+func TestIndexTwoWriters(t *testing.T) {
+	type sync struct {
+		up, down int64
+		zombie   bool
+	}
+	owner := []sync{{507, 516, false}, {521, 530, false}, {534, 543, false}, {555, 564, false}, {574, 583, false}, {577, 586, false}}
+	rest := []sync{{516, 587, true}, {517, 588, true}, {586, 597, false}, {591, 602, false}}
+	for _, tt := range []struct {
+		name         string
+		index, syncs []sync // in the order written
+	}{
+		// The index holds every sync (the one between, (578,589), was
+		// no run boundary).
+		{"index", append(append([]sync{}, owner...), rest...), nil},
+		// The index ends at the owner's (577,586); the rest is in the
+		// syncs topic, kept until its end is read.
+		{"catch-up after the index", owner, append(append([]sync{}, owner...), rest...)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ownerCl := testkafka.Fake(t)
+			zombieCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer zombieCl.Close()
+			f := testFlow(c.ListenAddrs(), c.ListenAddrs(), "exact")
+			index := FlowSettings(f).IndexTopic
+			ctx := context.Background()
+			if _, err := kadm.NewClient(ownerCl).CreateTopics(ctx, 1, 1, nil, f.OffsetSyncsTopic(), index); err != nil {
+				t.Fatal(err)
+			}
+			write := func(topic string, ys []sync) {
+				for _, y := range ys {
+					cl := ownerCl
+					if y.zombie {
+						cl = zombieCl
+					}
+					produce(t, cl, syncRec(topic, wire.OffsetSync{Topic: "orders", Partition: 4, UpstreamOffset: y.up, DownstreamOffset: y.down}))
+				}
+			}
+			write(index, tt.index)
+			write(f.OffsetSyncsTopic(), tt.syncs)
+			task, err := New(Config{Flow: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer task.Close()
+			if err := task.followSyncs(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := task.Store().Translate("orders", 4, 584); !ok || got > 595 {
+				t.Errorf("584 translated to %d (%v), want at most 595 (584 is at 595: never past it)", got, ok)
+			}
+			// The owner's own run after the zombie's syncs stays exact.
+			if got, ok := task.Store().Translate("orders", 4, 589); !ok || got != 600 {
+				t.Errorf("589 translated to %d (%v), want 600", got, ok)
+			}
+		})
+	}
+}

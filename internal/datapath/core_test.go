@@ -424,3 +424,41 @@ func TestGroupRecoversUnsaved(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupRecoverFailedSaysWhere: at-least-once, a Recover that fails lets
+// the partitions without progress start, and the warning says where they
+// start: the log start, or the log end with auto.offset.reset = latest
+// (StartAtEnd). It used to say "copied from the start" in both cases.
+func TestGroupRecoverFailedSaysWhere(t *testing.T) {
+	a1 := progress.TP{Topic: "a", Partition: 1}
+	for _, tt := range []struct {
+		name      string
+		atEnd     bool
+		want, not string
+	}{
+		{"log start", false, "they start at the log start", "log end"},
+		{"log end", true, "they start at the log end (auto.offset.reset = latest)", "log start"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := newStore(t)
+			var logs bytes.Buffer
+			eng := &fakeEngine{}
+			g := &Group{Engine: eng, Progress: store, Table: NewTable(store), Remote: func(s string) string { return "A." + s },
+				StartAtEnd: tt.atEnd, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+				Recover: func(context.Context, []progress.TP) error { return errors.New("offset syncs unreadable") }}
+			g.Assigned(context.Background(), nil, map[string][]int32{"a": {1}})
+			if !eng.has(a1) {
+				t.Fatal("a:1 not started")
+			}
+			var warn string
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "level=WARN") && strings.Contains(l, "recovering the position") {
+					warn = l
+				}
+			}
+			if !strings.Contains(warn, tt.want) || strings.Contains(warn, tt.not) || strings.Contains(warn, "copied from the start") {
+				t.Errorf("warning %q, want it to say %q", warn, tt.want)
+			}
+		})
+	}
+}

@@ -46,6 +46,11 @@ func (g *Group) waitLocked(ctx context.Context, tps []progress.TP, failed map[pr
 			g.waiting = make(map[progress.TP]wait)
 		}
 		w, had := g.waiting[tp]
+		if r, ok := g.retried[tp]; !had && ok && r.unread == unread {
+			// Held again by the retry that took it out of waiting: the
+			// wait doubles.
+			w, had = r, true
+		}
 		d := first
 		if had {
 			d = min(2*w.delay, fenceRetryMax)
@@ -124,7 +129,9 @@ func (g *Group) retryLoop(ctx context.Context) {
 			failed := f.Fence(actx, due)
 			cancel()
 			ok := g.holdLocked(ctx, due, failed, fenceRetryMin)
+			g.retried = make(map[progress.TP]wait, len(ok))
 			for _, tp := range ok {
+				g.retried[tp] = g.waiting[tp]
 				delete(g.waiting, tp)
 			}
 			if len(ok) > 0 {
@@ -132,6 +139,7 @@ func (g *Group) retryLoop(ctx context.Context) {
 				g.exportLocked()
 				g.admitLocked(ctx, ok)
 			}
+			g.retried = nil
 		}
 		g.mu.Unlock()
 	}

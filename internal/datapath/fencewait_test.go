@@ -3,6 +3,7 @@ package datapath
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -185,6 +186,72 @@ func TestGroupProgressUnread(t *testing.T) {
 			}
 			if w := g.Table.Merge(nil); len(w) != 0 {
 				t.Errorf("still held: %+v", w)
+			}
+		})
+	}
+}
+
+// TestGroupUnreadBackoff: a partition held because its progress cannot be
+// read (the catch-up fails, or Recover does) is retried with a doubling
+// wait, as a fence is: held at 1 s, re-held at 2 s after the first retry
+// fails, at 4 s after the second. (The retry loop used to forget the wait
+// before the retry, so each re-hold started at 1 s again.)
+func TestGroupUnreadBackoff(t *testing.T) {
+	a1 := progress.TP{Topic: "a", Partition: 1} // no progress: Recover is asked
+	for _, tt := range []struct {
+		name    string
+		catchUp bool // the catch-up fails, else Recover
+	}{
+		{"catch-up fails", true},
+		{"recover fails", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store, c := newStoreOn(t)
+			if tt.catchUp {
+				c.ControlKey(int16(kmsg.ListOffsets), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+					c.KeepControl()
+					return testkafka.ListOffsetsAnswer(kr.(*kmsg.ListOffsetsRequest), func(string, int32) (int16, int64) {
+						return kerr.TopicAuthorizationFailed.Code, -1
+					}), nil, true
+				})
+			}
+			recov := func(context.Context, []progress.TP) error { return errors.New("offset syncs unreadable") }
+			eng := &fenceEngine{}
+			g := &Group{Engine: eng, Progress: store, Table: NewTable(store), Remote: func(s string) string { return "A." + s },
+				Log: slog.New(slog.DiscardHandler), Recover: recov}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			every := func() string {
+				w := g.Table.Merge(nil)
+				if len(w) != 1 || w[0].State != Waiting {
+					return fmt.Sprintf("%+v", w)
+				}
+				_, after, _ := strings.Cut(w[0].Error, "retried every ")
+				d, _, _ := strings.Cut(after, ")")
+				return d
+			}
+			g.Assigned(ctx, nil, map[string][]int32{"a": {1}})
+			if got := every(); got != "1s" {
+				t.Fatalf("first hold retried every %q, want 1s", got)
+			}
+			at := map[string]time.Time{}
+			for _, want := range []string{"2s", "4s"} {
+				var got string
+				testwait.Every(t, 6*time.Second, 20*time.Millisecond, "a re-hold retried every "+want, func() bool {
+					got = every()
+					return got == want || (got != "1s" && got != "2s" && got != "4s")
+				})
+				if got != want {
+					t.Fatalf("re-held: retried every %q, want %s", got, want)
+				}
+				at[want] = time.Now()
+			}
+			if gap := at["4s"].Sub(at["2s"]); gap < 1500*time.Millisecond {
+				t.Errorf("second retry %v after the first, want about 2s", gap)
+			}
+			if eng.has(a1) {
+				t.Error("started while its progress cannot be read")
 			}
 		})
 	}

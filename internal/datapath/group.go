@@ -57,6 +57,10 @@ type Group struct {
 	mu      sync.Mutex           // held by the callbacks and each retry of waiting
 	waiting map[progress.TP]wait // assigned, but their previous owners not fenced yet
 	retry   bool                 // the retry loop runs
+	// retried holds, during a retry's admitLocked, the waits of the
+	// partitions it took out of waiting: one whose progress still cannot
+	// be read is held again with the wait doubled, not from the start.
+	retried map[progress.TP]wait
 
 	unhosted map[progress.TP]bool // assigned, but not hosted by the target yet; under mu
 }
@@ -142,7 +146,13 @@ func (g *Group) startLocked(ctx context.Context, tps []progress.TP) {
 			g.holdUnreadLocked(ctx, tps, err)
 			return
 		}
-		g.Log.Warn("recovering the position of assigned partitions without progress failed; they are copied from the start", "err", err)
+		// They start where the engine starts a partition without
+		// progress (auto.offset.reset).
+		where := "at the log start: records already on the target are copied again"
+		if g.StartAtEnd {
+			where = "at the log end (auto.offset.reset = latest): records before it not copied yet are not copied"
+		}
+		g.Log.Warn("recovering the position of assigned partitions without progress failed; they start "+where, "err", err)
 	}
 	var ps []Partition
 	for _, tp := range tps {
