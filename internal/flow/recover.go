@@ -24,7 +24,8 @@ import (
 // before U was acknowledged before it (syncs follow acknowledgements in
 // offset order), so copying goes on at U+1. The records copied after U
 // are copied again (few: the sync is at most offset.lag.max records behind
-// and every progress save publishes the newest one); none is skipped. A
+// and every progress save publishes the newest one); none is skipped;
+// in exactly-once mode none is copied twice either (recoverwalk.go). A
 // sync is trusted only if D is below the remote partition's end and U
 // below the source partition's end (one of the topics was re-created
 // otherwise), and, in exactly-once mode, only if the record at D is
@@ -115,11 +116,7 @@ func (r *running) recover(ctx context.Context, maybe []candidate) error {
 	seed := make(map[progress.TP]int64)
 	for _, k := range cs {
 		if s, ok := trusted[k.tp]; ok {
-			seed[k.tp] = s.UpstreamOffset
-			r.f.m.Progress.Recovered.WithLabelValues(c.Source, c.Target, "offset-syncs").Inc()
-			r.f.log.Warn("no saved progress for a partition whose remote topic already holds records: position recovered from its last offset sync; records copied after it are copied again, none is skipped",
-				"topic", k.tp.Topic, "partition", k.tp.Partition, "remote", k.remote, "remote_end", k.end,
-				"from", s.UpstreamOffset+1, "sync_downstream", s.DownstreamOffset, "progress_topic", r.store.Topic())
+			seed[k.tp] = r.recoveredAt(ctx, k, s)
 			continue
 		}
 		from := "log-start"
@@ -138,6 +135,28 @@ func (r *running) recover(ctx context.Context, maybe []candidate) error {
 		return fmt.Errorf("saving recovered positions: %w", err)
 	}
 	return nil
+}
+
+// recoveredAt returns the position of k recovered from its trusted sync s,
+// and says so: s's upstream offset, or in exactly-once mode the last
+// record paired after it (walkOn).
+func (r *running) recoveredAt(ctx context.Context, k candidate, s wire.OffsetSync) int64 {
+	c := r.c
+	r.f.m.Progress.Recovered.WithLabelValues(c.Source, c.Target, "offset-syncs").Inc()
+	log := r.f.log.With("topic", k.tp.Topic, "partition", k.tp.Partition, "remote", k.remote, "remote_end", k.end,
+		"sync_upstream", s.UpstreamOffset, "sync_downstream", s.DownstreamOffset, "progress_topic", r.store.Topic())
+	if !c.ExactlyOnce || r.plan.AddOrigin {
+		log.Warn("no saved progress for a partition whose remote topic already holds records: position recovered from its last offset sync; records copied after it are copied again, none is skipped",
+			"from", s.UpstreamOffset+1)
+		return s.UpstreamOffset
+	}
+	at, err := r.walkOn(ctx, k, s)
+	if err != nil {
+		log.Warn("reading the records after the last offset sync failed; copying goes on after the sync, so the records copied after it are copied again", "err", err)
+	}
+	log.Warn("no saved progress for a partition whose remote topic already holds records: position recovered from its last offset sync and the committed records after it on the target; none is copied twice, none is skipped",
+		"from", at+1, "paired_after_sync", at-s.UpstreamOffset)
+	return at
 }
 
 // holdingRecords returns the candidates whose remote partition has held
