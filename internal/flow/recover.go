@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -34,6 +35,10 @@ import (
 // a sync to trust, the partition is copied from its start, as before, and
 // that is said (duplicates rather than loss). docs/operations.md,
 // "Progress topic".
+
+// recoverWalkers bounds the partitions whose recovered positions are
+// worked out at once (each reads two partitions in exactly-once mode).
+const recoverWalkers = 8
 
 // candidate is a partition that starts without saved progress.
 type candidate struct {
@@ -114,9 +119,20 @@ func (r *running) recover(ctx context.Context, maybe []candidate) error {
 	}
 	c := r.c
 	seed := make(map[progress.TP]int64)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, recoverWalkers)
 	for _, k := range cs {
 		if s, ok := trusted[k.tp]; ok {
-			seed[k.tp] = r.recoveredAt(ctx, k, s)
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				at := r.recoveredAt(ctx, k, s)
+				mu.Lock()
+				seed[k.tp] = at
+				mu.Unlock()
+			}()
 			continue
 		}
 		from := "log-start"
@@ -128,6 +144,7 @@ func (r *running) recover(ctx context.Context, maybe []candidate) error {
 			map[string]string{"log-start": "log start again, so its records are duplicated on the target", "log-end": "log end (auto.offset.reset = latest)"}[from],
 			"topic", k.tp.Topic, "partition", k.tp.Partition, "remote", k.remote, "remote_end", k.end, "progress_topic", r.store.Topic())
 	}
+	wg.Wait()
 	if len(seed) == 0 {
 		return nil
 	}

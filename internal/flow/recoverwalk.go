@@ -29,10 +29,10 @@ import (
 // walkTime bounds walkOn for one partition.
 const walkTime = 30 * time.Second
 
-// walkIdle is how long a read may bring nothing before walkOn takes it as
-// the end: a read_committed fetch returns nothing for the control records
-// and aborted batches before a partition's end.
-const walkIdle = 2 * time.Second
+// walkIdle is how long a read below the end may bring nothing (a broker
+// slow or failing) before walkOn stops there: stopping early costs
+// records copied twice, never one skipped.
+const walkIdle = 10 * time.Second
 
 // walkOn returns the source offset of the last record of k whose copy is
 // on the target, from sync s on; s.UpstreamOffset if it cannot tell.
@@ -103,7 +103,11 @@ type partReader struct {
 func openPartition(ctx context.Context, conn []kgo.Opt, topic string, partition int32, from int64) (*partReader, error) {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, conn...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NoResetOffset()))...)
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+		// Commit and abort markers come back too, so the reader knows
+		// when it reached the end, which a partition written in
+		// transactions ends with, without waiting for walkIdle.
+		kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, err
 	}
@@ -119,28 +123,30 @@ func openPartition(ctx context.Context, conn []kgo.Opt, topic string, partition 
 	return &partReader{ctx: ctx, cl: cl, end: o.Offset, pos: from}, nil
 }
 
-// next returns the next record below the end, or nil at the end, on an
-// error, or when a read brings nothing for walkIdle.
+// next returns the next data record below the end, or nil at the end, on
+// an error, or when a read brings nothing for walkIdle.
 func (p *partReader) next() *kgo.Record {
-	if p.pos >= p.end {
-		return nil
-	}
-	if len(p.buf) == 0 {
-		ctx, cancel := context.WithTimeout(p.ctx, walkIdle)
-		p.buf = p.cl.PollFetches(ctx).Records()
-		cancel()
+	for p.pos < p.end {
 		if len(p.buf) == 0 {
-			return nil // walkIdle passed, or an error: stop here
+			ctx, cancel := context.WithTimeout(p.ctx, walkIdle)
+			p.buf = p.cl.PollFetches(ctx).Records()
+			cancel()
+			if len(p.buf) == 0 {
+				return nil // walkIdle passed, or an error: stop here
+			}
+		}
+		rec := p.buf[0]
+		p.buf = p.buf[1:]
+		if rec.Offset >= p.end {
+			break
+		}
+		p.pos = rec.Offset + 1
+		if !rec.Attrs.IsControl() {
+			return rec
 		}
 	}
-	rec := p.buf[0]
-	p.buf = p.buf[1:]
-	if rec.Offset >= p.end {
-		p.buf, p.pos = nil, p.end
-		return nil
-	}
-	p.pos = rec.Offset + 1
-	return rec
+	p.buf, p.pos = nil, p.end
+	return nil
 }
 
 func (p *partReader) close() { p.cl.Close() }

@@ -18,7 +18,9 @@ import (
 // last offset sync (49, 49) is behind what its remote partition holds
 // (copies of source records 0-79; the syncs of an older writer, or MM2's,
 // need not be the newest) resumes in exactly-once mode after record 79,
-// the last one whose copy is on the target, so nothing is copied twice;
+// the last one whose copy is on the target (past an aborted transaction
+// on the source and commit markers on the target), so nothing is copied
+// twice;
 // at-least-once it resumes after the sync (the target may hold records
 // twice, so pairing could skip).
 func TestRecoverWalksOn(t *testing.T) {
@@ -29,7 +31,7 @@ func TestRecoverWalksOn(t *testing.T) {
 		eos  bool
 		want int64
 	}{
-		{"exactly-once", true, 79},
+		{"exactly-once", true, 83},
 		{"at-least-once", false, 49},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,8 +65,19 @@ func TestRecoverWalksOn(t *testing.T) {
 					copies = append(copies, &c)
 				}
 			}
-			a.Produce(t, recs...)
-			b.Produce(t, copies...)
+			// On the source, an aborted transaction between records 59
+			// and 60 (offsets 60-63 with its marker: record 79 is at
+			// 83); on the target, the copies in two transactions, each
+			// followed by its commit marker (the partition ends with one).
+			a.Produce(t, recs[:60]...)
+			var aborted []*kgo.Record
+			for i := range 3 {
+				aborted = append(aborted, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "aborted-%d", i)})
+			}
+			inTxn(t, a, "src-"+topic, false, aborted...)
+			a.Produce(t, recs[60:]...)
+			inTxn(t, b, "dst-"+topic, true, copies[:50]...)
+			inTxn(t, b, "dst-"+topic, true, copies[50:]...)
 
 			r := newRunning(t, fc, slog.New(slog.DiscardHandler))
 			if err := r.connect(ctx); err != nil {
@@ -92,5 +105,27 @@ func TestRecoverWalksOn(t *testing.T) {
 				t.Errorf("recovered position %d (saved %v), want %d", got, ok, tt.want)
 			}
 		})
+	}
+}
+
+// inTxn writes recs to c in one transaction of transactional ID id,
+// committed or aborted.
+func inTxn(t *testing.T, c *testkafka.Cluster, id string, commit bool, recs ...*kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap...), kgo.TransactionalID(id), kgo.UnknownTopicRetries(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatal(err)
 	}
 }
