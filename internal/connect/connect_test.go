@@ -473,3 +473,111 @@ func TestParseWorker(t *testing.T) {
 		})
 	}
 }
+
+// TestTranslateErrors pins Translate's error text: which keys are checked,
+// the messages, and their order.
+func TestTranslateErrors(t *testing.T) {
+	const alias = "an alias may not hold spaces, commas, '=', ':', '\\' or '>'"
+	const provider = "config providers are declared by the operator only (config.providers* in the worker file), not in a connector config: a REST client could read the worker's files and environment with them (CVE-2024-31141)"
+	base := func(kv ...string) map[string]string {
+		m := map[string]string{"connector.class": SourceClass, "source.cluster.alias": "a", "target.cluster.alias": "b", "source.cluster.bootstrap.servers": "a:9092"}
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "" {
+				delete(m, kv[i])
+			} else {
+				m[kv[i]] = kv[i+1]
+			}
+		}
+		return m
+	}
+	tests := []struct {
+		name, conn string
+		props      map[string]string
+		offsets    map[string]string // the worker's offset.storage.* keys
+		want       string
+	}{
+		{"empty config", "c", map[string]string{}, nil,
+			"connector.class: missing\nsource.cluster.alias: missing\nsource.cluster.bootstrap.servers: missing\ntarget.cluster.alias: missing"},
+		{"bad aliases", "c", base("source.cluster.alias", "a b", "target.cluster.alias", "x->y"), nil,
+			"source.cluster.alias: " + alias + "\ntarget.cluster.alias: " + alias},
+		{"alias with colon", "c", base("target.cluster.alias", "a:b"), nil, "target.cluster.alias: " + alias},
+		{"providers", "c", base("config.providers", "f", "config.providers.f.class", "FileConfigProvider"), nil,
+			"config.providers: " + provider + "\nconfig.providers.f.class: " + provider},
+		{"bad name and name differs", "a/b", base("name", "other"), nil,
+			"name: Connector name must be non-empty, at most 249 bytes, without ISO control characters, '/', '\\' or '..'\nname: \"other\" differs from the connector's name \"a/b\""},
+		{"unknown class, same trimmed aliases", "c", base("connector.class", "Nope", "target.cluster.alias", " a "), nil,
+			"connector.class: \"Nope\" is not a connector kmirror runs (MirrorSourceConnector, MirrorCheckpointConnector, MirrorHeartbeatConnector)\ntarget.cluster.alias: equals source.cluster.alias"},
+		{"flow key", "c", base("replication.factor", "x", "tasks.max", "z"), nil, "replication.factor: invalid number \"x\""},
+		{"target cluster key", "c", base("target.cluster.offset.storage.partitions", "0"), nil,
+			"target.cluster.offset.storage.partitions: 0 is out of range: must be -1 (broker default) or positive"},
+		{"worker offsets key", "c", base(), map[string]string{"offset.storage.partitions": "0"},
+			"b.offset.storage.partitions: 0 is out of range: must be -1 (broker default) or positive"},
+		{"connector overrides worker offsets", "c", base("target.cluster.offset.storage.partitions", "3"), map[string]string{"offset.storage.partitions": "0"}, ""},
+		{"not a key error", "c", base("connector.class", HeartbeatClass, "heartbeats.topic.replication.factor", "q"), nil,
+			"config: connector c:3: a->b.heartbeats.topic.replication.factor: invalid number \"q\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := testWorker()
+			if tt.offsets != nil {
+				w.Offsets = tt.offsets
+			}
+			_, err := Translate(tt.conn, tt.props, w)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("error\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTranslateDefaults: the worker's offsets settings and the defaults a
+// connector class sets yield to the connector's own keys.
+func TestTranslateDefaults(t *testing.T) {
+	base := map[string]string{"connector.class": SourceClass, "source.cluster.alias": "a", "target.cluster.alias": "b", "source.cluster.bootstrap.servers": "a:9092"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name         string
+		props        map[string]string
+		rf           int16
+		heartbeats   bool
+		checkpoints  bool
+		workers      config.Workers
+		workersGroup string
+	}{
+		{"worker offsets", base, 2, false, false, config.Group, "kmirror-connect-mm2-cluster-c"},
+		{"connector offsets", with("target.cluster.offset.storage.replication.factor", "1"), 1, false, false, config.Group, "kmirror-connect-mm2-cluster-c"},
+		{"source keeps given keys", with("emit.heartbeats.enabled", "true", "emit.checkpoints.enabled", "true", config.WorkersGroupIDKey, "mine"),
+			2, true, true, config.Group, "mine"},
+		{"checkpoint keeps given keys", with("connector.class", CheckpointClass, "emit.heartbeats.enabled", "true", config.WorkersKey, "single"),
+			2, true, true, config.Single, "kmirror-connect-mm2-cluster-c"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := testWorker()
+			w.Offsets = map[string]string{"offset.storage.replication.factor": "2"}
+			spec, err := Translate("c", tt.props, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := spec.Flow
+			if f.OffsetStorageReplicationFactor != tt.rf || f.EmitHeartbeatsEnabled != tt.heartbeats || f.EmitCheckpointsEnabled != tt.checkpoints ||
+				f.Workers != tt.workers || f.WorkersGroupID != tt.workersGroup {
+				t.Errorf("rf %d heartbeats %v checkpoints %v workers %v %q, want %d %v %v %v %q", f.OffsetStorageReplicationFactor, f.EmitHeartbeatsEnabled,
+					f.EmitCheckpointsEnabled, f.Workers, f.WorkersGroupID, tt.rf, tt.heartbeats, tt.checkpoints, tt.workers, tt.workersGroup)
+			}
+		})
+	}
+}
