@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -577,6 +578,67 @@ func TestTranslateDefaults(t *testing.T) {
 				f.Workers != tt.workers || f.WorkersGroupID != tt.workersGroup {
 				t.Errorf("rf %d heartbeats %v checkpoints %v workers %v %q, want %d %v %v %v %q", f.OffsetStorageReplicationFactor, f.EmitHeartbeatsEnabled,
 					f.EmitCheckpointsEnabled, f.Workers, f.WorkersGroupID, tt.rf, tt.heartbeats, tt.checkpoints, tt.workers, tt.workersGroup)
+			}
+		})
+	}
+}
+
+// TestParseWorkerKeys pins what ParseWorker makes of each key it reads, its
+// defaults, its warnings, and its errors' text and order.
+func TestParseWorkerKeys(t *testing.T) {
+	const base = "bootstrap.servers=b:1\ngroup.id=g\nconfig.storage.topic=c\n"
+	const missing = ": missing (a Connect distributed worker needs it)"
+	host, _ := os.Hostname()
+	tests := []struct {
+		name, file string
+		want       string // the worker's fields, as summarized below; HOST is os.Hostname
+		err        string
+	}{
+		{"client, offsets, REST and advertised keys",
+			base + "rest.port=9001\nrest.advertised.host.name=adv\nrest.advertised.port=9999\nsecurity.protocol=SSL\nssl.truststore.location=/t\n" +
+				"offset.storage.replication.factor=2\noffset.storage.partitions=7\nkmirror.rest.token=tok\nkmirror.rest.auth=none\nstatus.storage.topic=s\nkey.converter=x\n",
+			`bootstrap "b:1" client map["bootstrap.servers":"b:1" "security.protocol":"SSL" "ssl.truststore.location":"/t"] group "g" config "c" rf 3/3 ` +
+				`status "s"/5 listener ":9001" set false token "tok" open true tls ""/"" offsets map[offset.storage.partitions:7 offset.storage.replication.factor:2] ` +
+				`id "adv:9999" warnings ["w.properties:14: key.converter: accepted but has no effect in kmirror"]`, ""},
+		{"https listener, first of a list",
+			base + "listeners=https://h:8443, http://x:1\nkmirror.rest.tls.cert=/c\nkmirror.rest.tls.key=/k\nstatus.storage.topic=s\n",
+			`bootstrap "b:1" client map["bootstrap.servers":"b:1"] group "g" config "c" rf 3/3 status "s"/5 listener "h:8443" set true token "" open false ` +
+				`tls "/c"/"/k" offsets map[] id "h:8443" warnings []`, ""},
+		{"advertised host from the OS",
+			base + "rest.port=abc\n",
+			`bootstrap "b:1" client map["bootstrap.servers":"b:1"] group "g" config "c" rf 3/3 status "g-status"/5 listener ":abc" set false token "" open false ` +
+				`tls ""/"" offsets map[] id "HOST:abc" warnings ["w.properties: status.storage.topic: missing (a Connect worker needs it); using g-status"]`, ""},
+		{"status RF follows the config topic's",
+			base + "config.storage.replication.factor=-1\nrest.host.name=10.1.1.1\nstatus.storage.topic=s\nstatus.storage.partitions=2\n",
+			`bootstrap "b:1" client map["bootstrap.servers":"b:1"] group "g" config "c" rf -1/-1 status "s"/2 listener "10.1.1.1:8083" set true token "" open false ` +
+				`tls ""/"" offsets map[] id "10.1.1.1:8083" warnings []`, ""},
+		{"bad values", base + "config.storage.replication.factor=x\nkmirror.rest.auth=maybe\nlisteners=ftp://h:1\nplugin.path=/p\n", "",
+			"w.properties:4: config.storage.replication.factor: want a positive number or -1 (the broker default)\nw.properties:5: kmirror.rest.auth: want \"token\" or \"none\"\n" +
+				"w.properties:6: listeners: want http://HOST:PORT or https://HOST:PORT"},
+		{"listener without port", base + "listeners=http://noport\n", "", "w.properties: listeners: \"noport\" is not HOST:PORT"},
+		{"status values", base + "status.storage.topic=s\nstatus.storage.partitions=x\nstatus.storage.replication.factor=99999\n", "",
+			"w.properties:5: status.storage.partitions: want a positive number\nw.properties:6: status.storage.replication.factor: want a positive number or -1 (the broker default)"},
+		{"unknown key before missing keys", "group.id=\nbogus=1\n", "",
+			"w.properties:2: bogus: unknown key of a Connect worker file\nw.properties: bootstrap.servers" + missing + "\nw.properties: config.storage.topic" + missing},
+		{"empty file", "", "", "w.properties: bootstrap.servers" + missing + "\nw.properties: group.id" + missing + "\nw.properties: config.storage.topic" + missing},
+		{"undeclared provider", "a = ${env:NOPE}\n", "",
+			"w.properties:1: a: cannot resolve ${env:NOPE}: config provider \"env\" is not declared in config.providers\nw.properties:1: a: unknown key of a Connect worker file\n" +
+				"w.properties: bootstrap.servers" + missing + "\nw.properties: group.id" + missing + "\nw.properties: config.storage.topic" + missing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := ParseWorker("w.properties", []byte(tt.file))
+			if tt.err != "" || err != nil {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("error %v, want %q", err, tt.err)
+				}
+				return
+			}
+			got := fmt.Sprintf("bootstrap %q client %q group %q config %q rf %d/%d status %q/%d listener %q set %v token %q open %v tls %q/%q offsets %v id %q warnings %q",
+				w.Bootstrap, w.Client, w.GroupID, w.ConfigTopic, w.ConfigRF, w.StatusRF, w.StatusTopic, w.StatusPartitions, w.Listener, w.ListenerSet,
+				w.REST.Token, w.REST.Open, w.REST.TLSCert, w.REST.TLSKey, w.Offsets, w.WorkerID, w.Warnings)
+			if want := strings.ReplaceAll(tt.want, "HOST", host); got != want {
+				t.Errorf("got\n%s\nwant\n%s", got, want)
 			}
 		})
 	}
