@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -469,6 +470,175 @@ func TestParseWorker(t *testing.T) {
 			}
 			if w.Listener != tc.listener {
 				t.Errorf("listener %q, want %q", w.Listener, tc.listener)
+			}
+		})
+	}
+}
+
+// TestTranslateErrors pins Translate's error text: which keys are checked,
+// the messages, and their order.
+func TestTranslateErrors(t *testing.T) {
+	const alias = "an alias may not hold spaces, commas, '=', ':', '\\' or '>'"
+	const provider = "config providers are declared by the operator only (config.providers* in the worker file), not in a connector config: a REST client could read the worker's files and environment with them (CVE-2024-31141)"
+	base := func(kv ...string) map[string]string {
+		m := map[string]string{"connector.class": SourceClass, "source.cluster.alias": "a", "target.cluster.alias": "b", "source.cluster.bootstrap.servers": "a:9092"}
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] == "" {
+				delete(m, kv[i])
+			} else {
+				m[kv[i]] = kv[i+1]
+			}
+		}
+		return m
+	}
+	tests := []struct {
+		name, conn string
+		props      map[string]string
+		offsets    map[string]string // the worker's offset.storage.* keys
+		want       string
+	}{
+		{"empty config", "c", map[string]string{}, nil,
+			"connector.class: missing\nsource.cluster.alias: missing\nsource.cluster.bootstrap.servers: missing\ntarget.cluster.alias: missing"},
+		{"bad aliases", "c", base("source.cluster.alias", "a b", "target.cluster.alias", "x->y"), nil,
+			"source.cluster.alias: " + alias + "\ntarget.cluster.alias: " + alias},
+		{"alias with colon", "c", base("target.cluster.alias", "a:b"), nil, "target.cluster.alias: " + alias},
+		{"providers", "c", base("config.providers", "f", "config.providers.f.class", "FileConfigProvider"), nil,
+			"config.providers: " + provider + "\nconfig.providers.f.class: " + provider},
+		{"bad name and name differs", "a/b", base("name", "other"), nil,
+			"name: Connector name must be non-empty, at most 249 bytes, without ISO control characters, '/', '\\' or '..'\nname: \"other\" differs from the connector's name \"a/b\""},
+		{"unknown class, same trimmed aliases", "c", base("connector.class", "Nope", "target.cluster.alias", " a "), nil,
+			"connector.class: \"Nope\" is not a connector kmirror runs (MirrorSourceConnector, MirrorCheckpointConnector, MirrorHeartbeatConnector)\ntarget.cluster.alias: equals source.cluster.alias"},
+		{"flow key", "c", base("replication.factor", "x", "tasks.max", "z"), nil, "replication.factor: invalid number \"x\""},
+		{"target cluster key", "c", base("target.cluster.offset.storage.partitions", "0"), nil,
+			"target.cluster.offset.storage.partitions: 0 is out of range: must be -1 (broker default) or positive"},
+		{"worker offsets key", "c", base(), map[string]string{"offset.storage.partitions": "0"},
+			"b.offset.storage.partitions: 0 is out of range: must be -1 (broker default) or positive"},
+		{"connector overrides worker offsets", "c", base("target.cluster.offset.storage.partitions", "3"), map[string]string{"offset.storage.partitions": "0"}, ""},
+		{"not a key error", "c", base("connector.class", HeartbeatClass, "heartbeats.topic.replication.factor", "q"), nil,
+			"config: connector c:3: a->b.heartbeats.topic.replication.factor: invalid number \"q\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := testWorker()
+			if tt.offsets != nil {
+				w.Offsets = tt.offsets
+			}
+			_, err := Translate(tt.conn, tt.props, w)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("error\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTranslateDefaults: the worker's offsets settings and the defaults a
+// connector class sets yield to the connector's own keys.
+func TestTranslateDefaults(t *testing.T) {
+	base := map[string]string{"connector.class": SourceClass, "source.cluster.alias": "a", "target.cluster.alias": "b", "source.cluster.bootstrap.servers": "a:9092"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name         string
+		props        map[string]string
+		rf           int16
+		heartbeats   bool
+		checkpoints  bool
+		workers      config.Workers
+		workersGroup string
+	}{
+		{"worker offsets", base, 2, false, false, config.Group, "kmirror-connect-mm2-cluster-c"},
+		{"connector offsets", with("target.cluster.offset.storage.replication.factor", "1"), 1, false, false, config.Group, "kmirror-connect-mm2-cluster-c"},
+		{"source keeps given keys", with("emit.heartbeats.enabled", "true", "emit.checkpoints.enabled", "true", config.WorkersGroupIDKey, "mine"),
+			2, true, true, config.Group, "mine"},
+		{"checkpoint keeps given keys", with("connector.class", CheckpointClass, "emit.heartbeats.enabled", "true", config.WorkersKey, "single"),
+			2, true, true, config.Single, "kmirror-connect-mm2-cluster-c"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := testWorker()
+			w.Offsets = map[string]string{"offset.storage.replication.factor": "2"}
+			spec, err := Translate("c", tt.props, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := spec.Flow
+			if f.OffsetStorageReplicationFactor != tt.rf || f.EmitHeartbeatsEnabled != tt.heartbeats || f.EmitCheckpointsEnabled != tt.checkpoints ||
+				f.Workers != tt.workers || f.WorkersGroupID != tt.workersGroup {
+				t.Errorf("rf %d heartbeats %v checkpoints %v workers %v %q, want %d %v %v %v %q", f.OffsetStorageReplicationFactor, f.EmitHeartbeatsEnabled,
+					f.EmitCheckpointsEnabled, f.Workers, f.WorkersGroupID, tt.rf, tt.heartbeats, tt.checkpoints, tt.workers, tt.workersGroup)
+			}
+		})
+	}
+}
+
+// TestParseWorkerKeys pins what ParseWorker makes of each key it reads, its
+// defaults, its warnings, and its errors' text and order.
+func TestParseWorkerKeys(t *testing.T) {
+	const base = "bootstrap.servers=b:1\ngroup.id=g\nconfig.storage.topic=c\n"
+	const missing = ": missing (a Connect distributed worker needs it)"
+	host, _ := os.Hostname()
+	tests := []struct {
+		name, file string
+		want       string // the worker's fields, as summarized below; HOST is os.Hostname
+		err        string
+	}{
+		{"client, offsets, REST and advertised keys",
+			base + "rest.port=9001\nrest.advertised.host.name=adv\nrest.advertised.port=9999\nsecurity.protocol=SSL\nssl.truststore.location=/t\n" +
+				"offset.storage.replication.factor=2\noffset.storage.partitions=7\nkmirror.rest.token=tok\nkmirror.rest.auth=none\nstatus.storage.topic=s\nkey.converter=x\n",
+			`bootstrap "b:1" client map["bootstrap.servers":"b:1" "security.protocol":"SSL" "ssl.truststore.location":"/t"] group "g" config "c" rf 3/3 ` +
+				`status "s"/5 listener ":9001" set false token "tok" open true tls ""/"" offsets map[offset.storage.partitions:7 offset.storage.replication.factor:2] ` +
+				`id "adv:9999" warnings ["w.properties:14: key.converter: accepted but has no effect in kmirror"]`, ""},
+		{"https listener, first of a list",
+			base + "listeners=https://h:8443, http://x:1\nkmirror.rest.tls.cert=/c\nkmirror.rest.tls.key=/k\nstatus.storage.topic=s\n",
+			`bootstrap "b:1" client map["bootstrap.servers":"b:1"] group "g" config "c" rf 3/3 status "s"/5 listener "h:8443" set true token "" open false ` +
+				`tls "/c"/"/k" offsets map[] id "h:8443" warnings []`, ""},
+		{"advertised host from the OS",
+			base + "rest.port=abc\n",
+			`bootstrap "b:1" client map["bootstrap.servers":"b:1"] group "g" config "c" rf 3/3 status "g-status"/5 listener ":abc" set false token "" open false ` +
+				`tls ""/"" offsets map[] id "HOST:abc" warnings ["w.properties: status.storage.topic: missing (a Connect worker needs it); using g-status"]`, ""},
+		{"status RF follows the config topic's",
+			base + "config.storage.replication.factor=-1\nrest.host.name=10.1.1.1\nstatus.storage.topic=s\nstatus.storage.partitions=2\n",
+			`bootstrap "b:1" client map["bootstrap.servers":"b:1"] group "g" config "c" rf -1/-1 status "s"/2 listener "10.1.1.1:8083" set true token "" open false ` +
+				`tls ""/"" offsets map[] id "10.1.1.1:8083" warnings []`, ""},
+		{"bad values", base + "config.storage.replication.factor=x\nkmirror.rest.auth=maybe\nlisteners=ftp://h:1\nplugin.path=/p\n", "",
+			"w.properties:4: config.storage.replication.factor: want a positive number or -1 (the broker default)\nw.properties:5: kmirror.rest.auth: want \"token\" or \"none\"\n" +
+				"w.properties:6: listeners: want http://HOST:PORT or https://HOST:PORT"},
+		{"listener without port", base + "listeners=http://noport\n", "", "w.properties: listeners: \"noport\" is not HOST:PORT"},
+		{"status values", base + "status.storage.topic=s\nstatus.storage.partitions=x\nstatus.storage.replication.factor=99999\n", "",
+			"w.properties:5: status.storage.partitions: want a positive number\nw.properties:6: status.storage.replication.factor: want a positive number or -1 (the broker default)"},
+		{"unknown key before missing keys", "group.id=\nbogus=1\n", "",
+			"w.properties:2: bogus: unknown key of a Connect worker file\nw.properties: bootstrap.servers" + missing + "\nw.properties: config.storage.topic" + missing},
+		{"empty file", "", "", "w.properties: bootstrap.servers" + missing + "\nw.properties: group.id" + missing + "\nw.properties: config.storage.topic" + missing},
+		{"undeclared provider", "a = ${env:NOPE}\n", "",
+			"w.properties:1: a: cannot resolve ${env:NOPE}: config provider \"env\" is not declared in config.providers\nw.properties:1: a: unknown key of a Connect worker file\n" +
+				"w.properties: bootstrap.servers" + missing + "\nw.properties: group.id" + missing + "\nw.properties: config.storage.topic" + missing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := ParseWorker("w.properties", []byte(tt.file))
+			if tt.err != "" || err != nil {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("error %v, want %q", err, tt.err)
+				}
+				return
+			}
+			got := fmt.Sprintf("bootstrap %q client %q group %q config %q rf %d/%d status %q/%d listener %q set %v token %q open %v tls %q/%q offsets %v id %q warnings %q",
+				w.Bootstrap, w.Client, w.GroupID, w.ConfigTopic, w.ConfigRF, w.StatusRF, w.StatusTopic, w.StatusPartitions, w.Listener, w.ListenerSet,
+				w.REST.Token, w.REST.Open, w.REST.TLSCert, w.REST.TLSKey, w.Offsets, w.WorkerID, w.Warnings)
+			if want := strings.ReplaceAll(tt.want, "HOST", host); got != want {
+				t.Errorf("got\n%s\nwant\n%s", got, want)
 			}
 		})
 	}

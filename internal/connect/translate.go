@@ -112,7 +112,41 @@ func (es Errors) Error() string {
 // worker file's providers (w.Providers) only: a config.providers* key in
 // props is an error (CVE-2024-31141). Errors are Errors, without values.
 func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
-	var errs Errors
+	class, src, tgt, errs := checkConnector(name, props)
+	if len(errs) > 0 {
+		sortErrors(errs)
+		return nil, errs
+	}
+	text, origin := flowProps(name, props, w, class, src, tgt)
+	// ${...} references resolve with the worker file's providers only.
+	providers := w.Providers
+	if providers == nil {
+		providers = &config.Providers{}
+	}
+	cfg, err := config.ParseWith("connector "+name, text, config.ParseOptions{LookupEnv: os.LookupEnv, Providers: providers})
+	if err != nil {
+		return nil, fieldErrors(err, origin)
+	}
+	spec := &Spec{Class: class, Heartbeats: class == HeartbeatClass, Checkpoints: class == CheckpointClass, Warnings: cfg.Warnings}
+	if spec.Heartbeats {
+		spec.Flow, err = cfg.Pair(src, tgt)
+		if err != nil {
+			return nil, Errors{{"config", err.Error()}}
+		}
+		return spec, nil
+	}
+	pair := src + "->" + tgt
+	if len(cfg.Flows) != 1 {
+		return nil, Errors{{"config", "no flow " + pair}}
+	}
+	spec.Flow = cfg.Flows[0]
+	return spec, nil
+}
+
+// checkConnector checks the keys Translate needs before it builds a flow:
+// the class, the name and the cluster aliases. It returns the class, the
+// trimmed aliases and the problems found, unsorted.
+func checkConnector(name string, props map[string]string) (class, src, tgt string, errs Errors) {
 	class, ok := classOf(props["connector.class"])
 	switch {
 	case props["connector.class"] == "":
@@ -128,7 +162,7 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 	if n, ok := props["name"]; ok && n != name {
 		errs = append(errs, &FieldError{"name", fmt.Sprintf("%q differs from the connector's name %q", n, name)})
 	}
-	src, tgt := strings.TrimSpace(props["source.cluster.alias"]), strings.TrimSpace(props["target.cluster.alias"])
+	src, tgt = strings.TrimSpace(props["source.cluster.alias"]), strings.TrimSpace(props["target.cluster.alias"])
 	for k, v := range map[string]string{"source.cluster.alias": src, "target.cluster.alias": tgt} {
 		if v == "" {
 			errs = append(errs, &FieldError{k, "missing"})
@@ -147,10 +181,13 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 	if props["source.cluster.bootstrap.servers"] == "" {
 		errs = append(errs, &FieldError{"source.cluster.bootstrap.servers", "missing"})
 	}
-	if len(errs) > 0 {
-		sortErrors(errs)
-		return nil, errs
-	}
+	return class, src, tgt, errs
+}
+
+// flowProps writes the MM2 properties of the connector's flow from src to
+// tgt. It also returns, for each property taken from a connector key, that
+// key.
+func flowProps(name string, props map[string]string, w *Worker, class, src, tgt string) ([]byte, map[string]string) {
 	pair := src + "->" + tgt
 	var b propsText
 	origin := map[string]string{} // generated key -> connector key
@@ -185,6 +222,14 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 		origin[gen] = k
 		b.put(gen, props[k])
 	}
+	putClassDefaults(&b, class, pair, props, "kmirror-connect-"+w.GroupID+"-"+name)
+	return b.bytes(), origin
+}
+
+// putClassDefaults writes the settings the connector's class implies for
+// the flow pair, each unless props sets the key; groupID is the default
+// workers group.
+func putClassDefaults(b *propsText, class, pair string, props map[string]string, groupID string) {
 	def := func(k, v string) {
 		if _, ok := props[k]; !ok {
 			b.put(pair+"."+k, v)
@@ -200,7 +245,7 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 		b.put(pair+".enabled", "true")
 		def("emit.heartbeats.enabled", "false")
 		def(config.WorkersKey, "group")
-		def(config.WorkersGroupIDKey, "kmirror-connect-"+w.GroupID+"-"+name)
+		def(config.WorkersGroupIDKey, groupID)
 	default:
 		b.put(pair+".enabled", "true")
 		// In Connect, checkpoints and heartbeats are the other two
@@ -209,44 +254,28 @@ func Translate(name string, props map[string]string, w *Worker) (*Spec, error) {
 		def("sync.group.offsets.enabled", "false")
 		def("emit.heartbeats.enabled", "false")
 		def(config.WorkersKey, "group")
-		def(config.WorkersGroupIDKey, "kmirror-connect-"+w.GroupID+"-"+name)
+		def(config.WorkersGroupIDKey, groupID)
 	}
-	// ${...} references resolve with the worker file's providers only.
-	providers := w.Providers
-	if providers == nil {
-		providers = &config.Providers{}
-	}
-	cfg, err := config.ParseWith("connector "+name, b.bytes(), config.ParseOptions{LookupEnv: os.LookupEnv, Providers: providers})
-	if err != nil {
-		var out Errors
-		for _, e := range unwrap(err) {
-			var ce *config.Error
-			if errors.As(e, &ce) {
-				k := origin[ce.Key]
-				if k == "" {
-					k = ce.Key
-				}
-				out = append(out, &FieldError{k, ce.Msg})
-			} else {
-				out = append(out, &FieldError{"config", e.Error()})
+}
+
+// fieldErrors turns the errors of parsing a connector's flow properties
+// into Errors on the connector's keys, sorted by key.
+func fieldErrors(err error, origin map[string]string) Errors {
+	var out Errors
+	for _, e := range unwrap(err) {
+		var ce *config.Error
+		if errors.As(e, &ce) {
+			k := origin[ce.Key]
+			if k == "" {
+				k = ce.Key
 			}
+			out = append(out, &FieldError{k, ce.Msg})
+		} else {
+			out = append(out, &FieldError{"config", e.Error()})
 		}
-		sortErrors(out)
-		return nil, out
 	}
-	spec := &Spec{Class: class, Heartbeats: class == HeartbeatClass, Checkpoints: class == CheckpointClass, Warnings: cfg.Warnings}
-	if spec.Heartbeats {
-		spec.Flow, err = cfg.Pair(src, tgt)
-		if err != nil {
-			return nil, Errors{{"config", err.Error()}}
-		}
-		return spec, nil
-	}
-	if len(cfg.Flows) != 1 {
-		return nil, Errors{{"config", "no flow " + pair}}
-	}
-	spec.Flow = cfg.Flows[0]
-	return spec, nil
+	sortErrors(out)
+	return out
 }
 
 func unwrap(err error) []error {

@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -77,69 +78,111 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 		errs = append(errs, err.Error())
 	}
 	w.Warnings = append(w.Warnings, w.Providers.Warnings...)
-	host, port, advHost, advPort := "", "8083", "", ""
-	listeners := ""
+	addr := restAddr{port: "8083"}
+	errs = append(errs, readWorkerKeys(w, p, &addr, at)...)
+	errs = append(errs, missingWorkerKeys(p, path)...)
+	defaultStatusStorage(w, p)
+	errs = append(errs, setRESTAddress(w, addr, path, at)...)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return w, nil
+}
+
+// restAddr holds the worker file's keys that place the REST API.
+type restAddr struct {
+	listeners, host, port, advHost, advPort string
+}
+
+// workerKeys are the handlers of the worker file keys kmirror reads by
+// name: each stores the trimmed value v in w or a and reports what is
+// wrong with v.
+var workerKeys = map[string]func(w *Worker, a *restAddr, v string) error{
+	"bootstrap.servers": func(w *Worker, _ *restAddr, v string) error {
+		w.Bootstrap = v
+		w.Client["bootstrap.servers"] = v
+		return nil
+	},
+	"group.id":             func(w *Worker, _ *restAddr, v string) error { w.GroupID = v; return nil },
+	"config.storage.topic": func(w *Worker, _ *restAddr, v string) error { w.ConfigTopic = v; return nil },
+	"config.storage.replication.factor": func(w *Worker, _ *restAddr, v string) (err error) {
+		w.ConfigRF, err = parseStorageRF(v)
+		return err
+	},
+	"status.storage.replication.factor": func(w *Worker, _ *restAddr, v string) (err error) {
+		w.StatusRF, err = parseStorageRF(v)
+		return err
+	},
+	"status.storage.topic": func(w *Worker, _ *restAddr, v string) error { w.StatusTopic = v; return nil },
+	"status.storage.partitions": func(w *Worker, _ *restAddr, v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		w.StatusPartitions = int32(n)
+		if err != nil || n < 1 {
+			return errors.New("want a positive number")
+		}
+		return nil
+	},
+	"offset.storage.replication.factor": func(w *Worker, _ *restAddr, v string) error {
+		w.Offsets["offset.storage.replication.factor"] = v
+		return nil
+	},
+	"offset.storage.partitions": func(w *Worker, _ *restAddr, v string) error {
+		w.Offsets["offset.storage.partitions"] = v
+		return nil
+	},
+	"listeners": func(w *Worker, a *restAddr, v string) error {
+		a.listeners = v
+		w.ListenerSet = true
+		return nil
+	},
+	"rest.host.name": func(w *Worker, a *restAddr, v string) error {
+		a.host = v
+		w.ListenerSet = true
+		return nil
+	},
+	"rest.port":                 func(_ *Worker, a *restAddr, v string) error { a.port = v; return nil },
+	"rest.advertised.host.name": func(_ *Worker, a *restAddr, v string) error { a.advHost = v; return nil },
+	"rest.advertised.port":      func(_ *Worker, a *restAddr, v string) error { a.advPort = v; return nil },
+	config.RESTTokenKey:         func(w *Worker, _ *restAddr, v string) error { w.REST.Token = v; return nil },
+	config.RESTAuthKey: func(w *Worker, _ *restAddr, v string) error {
+		w.REST.Open = v == "none"
+		if v != "none" && v != "token" {
+			return errors.New(`want "token" or "none"`)
+		}
+		return nil
+	},
+	config.RESTAllowedHostsKey: func(w *Worker, _ *restAddr, v string) (err error) {
+		w.REST.AllowedHosts, err = config.ParseAllowedHosts(v)
+		return err
+	},
+	config.RESTCertKey: func(w *Worker, _ *restAddr, v string) error { w.REST.TLSCert = v; return nil },
+	config.RESTKeyKey:  func(w *Worker, _ *restAddr, v string) error { w.REST.TLSKey = v; return nil },
+}
+
+// parseStorageRF parses a storage topic's replication factor: positive, or
+// -1 for the broker default.
+func parseStorageRF(v string) (int16, error) {
+	n, err := strconv.ParseInt(v, 10, 16)
+	if err != nil || (n < 1 && n != -1) {
+		return int16(n), errors.New("want a positive number or -1 (the broker default)")
+	}
+	return int16(n), nil
+}
+
+// readWorkerKeys reads every key of the worker file p into w and a, and
+// returns the problems with them; at names a key and its line.
+func readWorkerKeys(w *Worker, p *config.Properties, a *restAddr, at func(k string) string) []string {
+	var errs []string
 	for _, k := range p.Keys() {
 		v, _ := p.Get(k)
 		v = strings.TrimSpace(v)
+		read, named := workerKeys[k]
 		switch {
 		case config.IsProviderKey(k):
-		case k == "bootstrap.servers":
-			w.Bootstrap = v
-			w.Client[k] = v
-		case k == "group.id":
-			w.GroupID = v
-		case k == "config.storage.topic":
-			w.ConfigTopic = v
-		case k == "config.storage.replication.factor" || k == "status.storage.replication.factor":
-			n, err := strconv.ParseInt(v, 10, 16)
-			if err != nil || (n < 1 && n != -1) {
-				errs = append(errs, at(k)+": want a positive number or -1 (the broker default)")
-			}
-			if k == "config.storage.replication.factor" {
-				w.ConfigRF = int16(n)
-			} else {
-				w.StatusRF = int16(n)
-			}
-		case k == "status.storage.topic":
-			w.StatusTopic = v
-		case k == "status.storage.partitions":
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil || n < 1 {
-				errs = append(errs, at(k)+": want a positive number")
-			}
-			w.StatusPartitions = int32(n)
-		case k == "offset.storage.replication.factor" || k == "offset.storage.partitions":
-			w.Offsets[k] = v
-		case k == "listeners":
-			listeners = v
-			w.ListenerSet = true
-		case k == "rest.host.name":
-			host = v
-			w.ListenerSet = true
-		case k == "rest.port":
-			port = v
-		case k == "rest.advertised.host.name":
-			advHost = v
-		case k == "rest.advertised.port":
-			advPort = v
-		case k == config.RESTTokenKey:
-			w.REST.Token = v
-		case k == config.RESTAuthKey:
-			if v != "none" && v != "token" {
-				errs = append(errs, at(k)+`: want "token" or "none"`)
-			}
-			w.REST.Open = v == "none"
-		case k == config.RESTAllowedHostsKey:
-			hosts, err := config.ParseAllowedHosts(v)
-			if err != nil {
+		case named:
+			if err := read(w, a, v); err != nil {
 				errs = append(errs, at(k)+": "+err.Error())
 			}
-			w.REST.AllowedHosts = hosts
-		case k == config.RESTCertKey:
-			w.REST.TLSCert = v
-		case k == config.RESTKeyKey:
-			w.REST.TLSKey = v
 		case config.IsClientConnectionKey(k):
 			w.Client[k] = v
 		case ignoredWorkerKeys[k]:
@@ -148,11 +191,24 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 			errs = append(errs, at(k)+": unknown key of a Connect worker file")
 		}
 	}
+	return errs
+}
+
+// missingWorkerKeys reports the keys a Connect distributed worker needs
+// that the file p lacks.
+func missingWorkerKeys(p *config.Properties, path string) []string {
+	var errs []string
 	for _, k := range []string{"bootstrap.servers", "group.id", "config.storage.topic"} {
 		if _, ok := p.Get(k); !ok {
 			errs = append(errs, fmt.Sprintf("%s: %s: missing (a Connect distributed worker needs it)", path, k))
 		}
 	}
+	return errs
+}
+
+// defaultStatusStorage fills in the status topic settings the file p
+// leaves out.
+func defaultStatusStorage(w *Worker, p *config.Properties) {
 	if _, ok := p.Get("status.storage.replication.factor"); !ok {
 		// Connect's default is 3; a file that sets the config topic's
 		// (for a small cluster) and predates kmirror's status topic
@@ -163,11 +219,18 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 		// Connect requires the key; files written for an earlier
 		// kmirror connect, which kept status in memory, may lack it.
 		w.StatusTopic = w.GroupID + "-status"
-		w.Warnings = append(w.Warnings, fmt.Sprintf("%s: status.storage.topic: missing (a Connect worker needs it); using %s", path, w.StatusTopic))
+		w.Warnings = append(w.Warnings, fmt.Sprintf("%s: status.storage.topic: missing (a Connect worker needs it); using %s", w.Path, w.StatusTopic))
 	}
-	w.Listener = net.JoinHostPort(host, port)
-	if listeners != "" {
-		first := strings.TrimSpace(strings.Split(listeners, ",")[0])
+}
+
+// setRESTAddress sets where the REST API listens (w.Listener) and the
+// address other workers reach it at (w.WorkerID), and returns the problems
+// with the keys that place it.
+func setRESTAddress(w *Worker, a restAddr, path string, at func(k string) string) []string {
+	var errs []string
+	w.Listener = net.JoinHostPort(a.host, a.port)
+	if a.listeners != "" {
+		first := strings.TrimSpace(strings.Split(a.listeners, ",")[0])
 		scheme, hp, ok := strings.Cut(first, "://")
 		switch {
 		case !ok || (scheme != "http" && scheme != "https"):
@@ -182,6 +245,7 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 	if err != nil {
 		errs = append(errs, fmt.Sprintf("%s: listeners: %q is not HOST:PORT", path, w.Listener))
 	}
+	advHost, advPort := a.advHost, a.advPort
 	if advHost == "" {
 		advHost = lh
 		if advHost == "" || advHost == "0.0.0.0" || advHost == "::" {
@@ -192,10 +256,7 @@ func ParseWorker(path string, data []byte) (*Worker, error) {
 		advPort = lp
 	}
 	w.WorkerID = net.JoinHostPort(advHost, advPort)
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
-	}
-	return w, nil
+	return errs
 }
 
 // URL is the worker's REST API as other workers reach it: the scheme of

@@ -126,55 +126,16 @@ func Status(ctx context.Context, o *Options) (*StatusReport, error) {
 	}()
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	saved, err := progress.Read(ctx, tgtOpts, f.OffsetStorageTopic, f.Source, quiet)
+	saved, results := readCopy(ctx, o, tgtOpts, sel.topics, rep, quiet)
+	ends, err := sourceEnds(ctx, c.src, f.Source, sel.topics)
 	if err != nil {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("progress of %s not read from %s on %s: %v", f.Name(), f.OffsetStorageTopic, f.Target, err))
-	}
-	var results map[progress.TP]verify.Result
-	if o.VerifyTail >= 0 && len(sel.topics) > 0 {
-		results, err = verifyTopics(ctx, o, sel.topics)
-		if err != nil {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("verify: %v", err))
-		}
-	}
-	var ends kadm.ListedOffsets
-	if len(sel.topics) > 0 { // none would list every topic's
-		ends, err = c.src.ListEndOffsets(ctx, sel.topics...)
-		if err == nil {
-			err = ends.Error()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listing end offsets on %s: %w", f.Source, err)
-		}
+		return nil, err
 	}
 	now := o.now()
 	for _, t := range sel.topics {
-		ts := TopicStatus{Topic: t, Remote: f.Policy.FormatRemoteTopic(f.Source, t), Verified: "skipped"}
-		if o.VerifyTail >= 0 {
-			ts.Verified = "ok"
-		}
-		for p := range sel.partitions[t] {
-			ps := PartitionStatus{Partition: p, Copied: -1}
-			if e, ok := ends.Lookup(t, p); ok {
-				ps.SourceEnd = e.Offset
-			}
-			if off, ok := saved[progress.TP{Topic: t, Partition: p}]; ok && off >= 0 {
-				ps.Copied = off + 1
-			}
-			if err := partitionLag(ctx, srcOpts, t, &ps, now); err != nil {
-				return nil, fmt.Errorf("cluster %s: %w", f.Source, err)
-			}
-			if r, ok := results[progress.TP{Topic: t, Partition: p}]; ok {
-				ps.Verify = &r
-				if !r.OK() {
-					ts.Verified = "differs"
-				}
-			} else if o.VerifyTail >= 0 && ps.SourceEnd > 0 {
-				ts.Verified = "differs" // nothing to compare: not copied
-			}
-			ts.LagRecords += ps.LagRecords
-			ts.LagSeconds = max(ts.LagSeconds, ps.LagSeconds)
-			ts.Partitions = append(ts.Partitions, ps)
+		ts, err := topicStatus(ctx, o, srcOpts, t, sel.partitions[t], ends, saved, results, now)
+		if err != nil {
+			return nil, err
 		}
 		rep.Topics = append(rep.Topics, ts)
 	}
@@ -184,37 +145,121 @@ func Status(ctx context.Context, o *Options) (*StatusReport, error) {
 		rep.CheckpointsErr = cerr.Error()
 	}
 	for _, g := range sel.groups {
-		gs := GroupStatus{Group: g, Source: sourceState(ctx, o, c, g), Target: groupState(ctx, c.tgt, g)}
-		if a, ok := ages[g]; ok {
-			gs.CheckpointAgeSeconds = &a
-		}
-		pl := offsetplan.New(f, g, offsetplan.UseCheckpoints, quiet, o.Timeout)
-		nothing, moving, nerr := movesNothing(ctx, o, c, sel, g, gs.Source.Active())
-		var or *offsetplan.Report
-		if nerr == nil && !nothing {
-			or, err = pl.Plan(ctx, o.Config)
-		}
-		switch {
-		case nerr != nil:
-			gs.Translation = TranslationNone
-			gs.Notes = append(gs.Notes, nerr.Error())
-		case nothing:
-			gs.Translation = TranslationNothing
-			gs.Notes = append(gs.Notes, NothingToMove)
-		case err != nil:
-			gs.Translation = TranslationNone
-			gs.Notes = append(gs.Notes, err.Error())
-		default:
-			gs.Translation = translationKind(or)
-			gs.Offsets, gs.Notes = or.Partitions, or.Notes
-		}
-		v := Decide(StatusFacts(f, &gs, moving, rep.Topics))
-		gs.Ready, gs.Reasons = v.Ready, v.Reasons
-		gs.Notes = append(gs.Notes, v.Notes...)
-		rep.Groups = append(rep.Groups, gs)
+		rep.Groups = append(rep.Groups, groupStatus(ctx, o, c, sel, g, ages, rep.Topics, quiet))
 	}
 
 	<-watched
+	finishReport(rep, moved, movedErr)
+	return rep, nil
+}
+
+// readCopy reads the flow's saved progress and, unless o.VerifyTail < 0,
+// compares the copy of topics; what it cannot read is noted in rep.
+func readCopy(ctx context.Context, o *Options, tgtOpts []kgo.Opt, topics []string, rep *StatusReport, log *slog.Logger) (map[progress.TP]int64, map[progress.TP]verify.Result) {
+	f := o.Flow
+	saved, err := progress.Read(ctx, tgtOpts, f.OffsetStorageTopic, f.Source, log)
+	if err != nil {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("progress of %s not read from %s on %s: %v", f.Name(), f.OffsetStorageTopic, f.Target, err))
+	}
+	var results map[progress.TP]verify.Result
+	if o.VerifyTail >= 0 && len(topics) > 0 {
+		results, err = verifyTopics(ctx, o, topics)
+		if err != nil {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("verify: %v", err))
+		}
+	}
+	return saved, results
+}
+
+// sourceEnds lists the end offsets of topics on the source cluster.
+func sourceEnds(ctx context.Context, adm *kadm.Client, source string, topics []string) (kadm.ListedOffsets, error) {
+	if len(topics) == 0 { // none would list every topic's
+		return nil, nil
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing end offsets on %s: %w", source, err)
+	}
+	return ends, nil
+}
+
+// topicStatus is the lag and verify verdict of source topic t, which has
+// parts partitions; its readiness waits for the producers watch.
+func topicStatus(ctx context.Context, o *Options, srcOpts []kgo.Opt, t string, parts int32, ends kadm.ListedOffsets,
+	saved map[progress.TP]int64, results map[progress.TP]verify.Result, now time.Time) (TopicStatus, error) {
+	f := o.Flow
+	ts := TopicStatus{Topic: t, Remote: f.Policy.FormatRemoteTopic(f.Source, t), Verified: "skipped"}
+	if o.VerifyTail >= 0 {
+		ts.Verified = "ok"
+	}
+	for p := range parts {
+		ps := PartitionStatus{Partition: p, Copied: -1}
+		if e, ok := ends.Lookup(t, p); ok {
+			ps.SourceEnd = e.Offset
+		}
+		if off, ok := saved[progress.TP{Topic: t, Partition: p}]; ok && off >= 0 {
+			ps.Copied = off + 1
+		}
+		if err := partitionLag(ctx, srcOpts, t, &ps, now); err != nil {
+			return TopicStatus{}, fmt.Errorf("cluster %s: %w", f.Source, err)
+		}
+		if r, ok := results[progress.TP{Topic: t, Partition: p}]; ok {
+			ps.Verify = &r
+			if !r.OK() {
+				ts.Verified = "differs"
+			}
+		} else if o.VerifyTail >= 0 && ps.SourceEnd > 0 {
+			ts.Verified = "differs" // nothing to compare: not copied
+		}
+		ts.LagRecords += ps.LagRecords
+		ts.LagSeconds = max(ts.LagSeconds, ps.LagSeconds)
+		ts.Partitions = append(ts.Partitions, ps)
+	}
+	return ts, nil
+}
+
+// groupStatus is the state, offset translation and readiness of group g;
+// ages are the groups' checkpoint ages and topics the topics' statuses.
+func groupStatus(ctx context.Context, o *Options, c *conns, sel *selection, g string, ages map[string]float64, topics []TopicStatus, log *slog.Logger) GroupStatus {
+	f := o.Flow
+	gs := GroupStatus{Group: g, Source: sourceState(ctx, o, c, g), Target: groupState(ctx, c.tgt, g)}
+	if a, ok := ages[g]; ok {
+		gs.CheckpointAgeSeconds = &a
+	}
+	pl := offsetplan.New(f, g, offsetplan.UseCheckpoints, log, o.Timeout)
+	nothing, moving, nerr := movesNothing(ctx, o, c, sel, g, gs.Source.Active())
+	var or *offsetplan.Report
+	var err error
+	if nerr == nil && !nothing {
+		or, err = pl.Plan(ctx, o.Config)
+	}
+	switch {
+	case nerr != nil:
+		gs.Translation = TranslationNone
+		gs.Notes = append(gs.Notes, nerr.Error())
+	case nothing:
+		gs.Translation = TranslationNothing
+		gs.Notes = append(gs.Notes, NothingToMove)
+	case err != nil:
+		gs.Translation = TranslationNone
+		gs.Notes = append(gs.Notes, err.Error())
+	default:
+		gs.Translation = translationKind(or)
+		gs.Offsets, gs.Notes = or.Partitions, or.Notes
+	}
+	v := Decide(StatusFacts(f, &gs, moving, topics))
+	gs.Ready, gs.Reasons = v.Ready, v.Reasons
+	gs.Notes = append(gs.Notes, v.Notes...)
+	return gs
+}
+
+// finishReport adds the producers watch (moved: the topics whose end
+// moved; movedErr: why it failed) to rep and decides each topic's and the
+// report's readiness.
+func finishReport(rep *StatusReport, moved map[string]bool, movedErr error) {
 	if movedErr != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("producers not watched: %v", movedErr))
 	}
@@ -233,7 +278,6 @@ func Status(ctx context.Context, o *Options) (*StatusReport, error) {
 	for _, g := range rep.Groups {
 		rep.Ready = rep.Ready && g.Ready
 	}
-	return rep, nil
 }
 
 // topicReady is the gate of one topic.

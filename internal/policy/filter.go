@@ -128,86 +128,19 @@ func translate(p string) (string, error) {
 		quant := false
 		switch {
 		case c == '\\':
-			if i+1 >= len(p) {
-				return "", fmt.Errorf("trailing backslash")
+			last, err := translateEscape(&b, p, i, inClass)
+			if err != nil {
+				return "", err
 			}
-			e := p[i+1]
-			switch {
-			case e >= '1' && e <= '9' && !inClass:
-				return "", fmt.Errorf("back-reference \\%c is not supported (Go regexp has no back-references)", e)
-			case e == 'k':
-				return "", fmt.Errorf("named back-reference \\k is not supported")
-			case e == 'Q':
-				// Quote to \E (or the end) verbatim; Go understands \Q...\E.
-				end := strings.Index(p[i+2:], `\E`)
-				if end < 0 {
-					b.WriteString(p[i:])
-					i = len(p)
-				} else {
-					b.WriteString(p[i : i+2+end+2])
-					i += 2 + end + 1
-				}
-				prevQuant = false
-				continue
-			case e == 'u':
-				if i+6 > len(p) || !isHex(p[i+2:i+6]) {
-					return "", fmt.Errorf(`malformed \u escape`)
-				}
-				b.WriteString(`\x{` + p[i+2:i+6] + `}`)
-				i += 5
-				prevQuant = false
-				continue
-			case e == '0':
-				// Java octal: \0n, \0nn, \0mnn (m <= 3).
-				j := i + 2
-				for j < len(p) && j < i+5 && p[j] >= '0' && p[j] <= '7' {
-					if j == i+4 && p[i+2] > '3' {
-						break
-					}
-					j++
-				}
-				if j == i+2 {
-					return "", fmt.Errorf(`illegal octal escape \0`)
-				}
-				v := 0
-				for _, d := range p[i+2 : j] {
-					v = v*8 + int(d-'0')
-				}
-				fmt.Fprintf(&b, `\x{%x}`, v)
-				i = j - 1
-				prevQuant = false
-				continue
-			case e == 'e':
-				b.WriteString(`\x{1b}`)
-				i++
-				prevQuant = false
-				continue
-			case strings.IndexByte("hHvVRXGZNcC", e) >= 0:
-				return "", fmt.Errorf("the Java escape \\%c is not supported by Go regexp", e)
-			}
-			if (e == 'p' || e == 'P' || e == 'x') && i+2 < len(p) && p[i+2] == '{' {
-				end := strings.IndexByte(p[i+2:], '}')
-				if end < 0 {
-					return "", fmt.Errorf("unclosed \\%c{", e)
-				}
-				b.WriteString(p[i : i+2+end+1])
-				i += 2 + end
-				prevQuant = false
-				continue
-			}
-			b.WriteString(p[i : i+2])
-			i++
+			i = last
 			prevQuant = false
 			continue
 		case inClass:
-			switch {
-			case c == ']' && i > classStart:
-				inClass = false
-			case c == '[':
-				return "", fmt.Errorf("nested character class or POSIX bracket expression inside [...] is not supported")
-			case c == '&' && i+1 < len(p) && p[i+1] == '&':
-				return "", fmt.Errorf("character class intersection && is not supported")
+			closed, err := checkClassByte(p, i, classStart)
+			if err != nil {
+				return "", err
 			}
+			inClass = !closed
 		case c == '[':
 			inClass = true
 			classStart = i + 1
@@ -218,23 +151,8 @@ func translate(p string) (string, error) {
 			prevQuant = false
 			continue
 		case c == '(' && i+1 < len(p) && p[i+1] == '?':
-			rest := p[i+2:]
-			switch {
-			case strings.HasPrefix(rest, "="), strings.HasPrefix(rest, "!"):
-				return "", fmt.Errorf("look-ahead (?%c...) is not supported by Go regexp", rest[0])
-			case strings.HasPrefix(rest, "<="), strings.HasPrefix(rest, "<!"):
-				return "", fmt.Errorf("look-behind (?%s...) is not supported by Go regexp", rest[:2])
-			case strings.HasPrefix(rest, ">"):
-				return "", fmt.Errorf("atomic group (?>...) is not supported by Go regexp")
-			}
-			// Inline flags: Java's U (Unicode classes) means ungreedy in Go.
-			for j := 0; j < len(rest) && rest[j] != ')' && rest[j] != ':'; j++ {
-				if rest[j] == 'U' {
-					return "", fmt.Errorf("inline flag U has a different meaning in Go regexp")
-				}
-				if rest[j] == '<' || rest[j] == 'P' {
-					break
-				}
+			if err := checkGroupPrefix(p[i+2:]); err != nil {
+				return "", err
 			}
 			b.WriteString("(?")
 			i++
@@ -262,6 +180,112 @@ func translate(p string) (string, error) {
 		return "", fmt.Errorf("unclosed character class")
 	}
 	return b.String(), nil
+}
+
+// translateEscape writes the Go form of the escape starting at p[i] (a
+// backslash) to b and returns the index of the escape's last byte.
+func translateEscape(b *strings.Builder, p string, i int, inClass bool) (int, error) {
+	if i+1 >= len(p) {
+		return 0, fmt.Errorf("trailing backslash")
+	}
+	e := p[i+1]
+	switch {
+	case e >= '1' && e <= '9' && !inClass:
+		return 0, fmt.Errorf("back-reference \\%c is not supported (Go regexp has no back-references)", e)
+	case e == 'k':
+		return 0, fmt.Errorf("named back-reference \\k is not supported")
+	case e == 'Q':
+		// Quote to \E (or the end) verbatim; Go understands \Q...\E.
+		end := strings.Index(p[i+2:], `\E`)
+		if end < 0 {
+			b.WriteString(p[i:])
+			return len(p) - 1, nil
+		}
+		b.WriteString(p[i : i+2+end+2])
+		return i + 2 + end + 1, nil
+	case e == 'u':
+		if i+6 > len(p) || !isHex(p[i+2:i+6]) {
+			return 0, fmt.Errorf(`malformed \u escape`)
+		}
+		b.WriteString(`\x{` + p[i+2:i+6] + `}`)
+		return i + 5, nil
+	case e == '0':
+		return translateOctal(b, p, i)
+	case e == 'e':
+		b.WriteString(`\x{1b}`)
+		return i + 1, nil
+	case strings.IndexByte("hHvVRXGZNcC", e) >= 0:
+		return 0, fmt.Errorf("the Java escape \\%c is not supported by Go regexp", e)
+	}
+	if (e == 'p' || e == 'P' || e == 'x') && i+2 < len(p) && p[i+2] == '{' {
+		end := strings.IndexByte(p[i+2:], '}')
+		if end < 0 {
+			return 0, fmt.Errorf("unclosed \\%c{", e)
+		}
+		b.WriteString(p[i : i+2+end+1])
+		return i + 2 + end, nil
+	}
+	b.WriteString(p[i : i+2])
+	return i + 1, nil
+}
+
+// translateOctal writes the Go form of the Java octal escape starting at
+// p[i] to b and returns the index of the escape's last byte.
+func translateOctal(b *strings.Builder, p string, i int) (int, error) {
+	// Java octal: \0n, \0nn, \0mnn (m <= 3).
+	j := i + 2
+	for j < len(p) && j < i+5 && p[j] >= '0' && p[j] <= '7' {
+		if j == i+4 && p[i+2] > '3' {
+			break
+		}
+		j++
+	}
+	if j == i+2 {
+		return 0, fmt.Errorf(`illegal octal escape \0`)
+	}
+	v := 0
+	for _, d := range p[i+2 : j] {
+		v = v*8 + int(d-'0')
+	}
+	fmt.Fprintf(b, `\x{%x}`, v)
+	return j - 1, nil
+}
+
+// checkClassByte checks p[i] inside a character class whose body starts at
+// classStart, and reports whether it closes the class.
+func checkClassByte(p string, i, classStart int) (closed bool, err error) {
+	switch c := p[i]; {
+	case c == ']' && i > classStart:
+		return true, nil
+	case c == '[':
+		return false, fmt.Errorf("nested character class or POSIX bracket expression inside [...] is not supported")
+	case c == '&' && i+1 < len(p) && p[i+1] == '&':
+		return false, fmt.Errorf("character class intersection && is not supported")
+	}
+	return false, nil
+}
+
+// checkGroupPrefix rejects the "(?" group kinds and inline flags Go regexp
+// lacks or reads differently; rest is what follows "(?".
+func checkGroupPrefix(rest string) error {
+	switch {
+	case strings.HasPrefix(rest, "="), strings.HasPrefix(rest, "!"):
+		return fmt.Errorf("look-ahead (?%c...) is not supported by Go regexp", rest[0])
+	case strings.HasPrefix(rest, "<="), strings.HasPrefix(rest, "<!"):
+		return fmt.Errorf("look-behind (?%s...) is not supported by Go regexp", rest[:2])
+	case strings.HasPrefix(rest, ">"):
+		return fmt.Errorf("atomic group (?>...) is not supported by Go regexp")
+	}
+	// Inline flags: Java's U (Unicode classes) means ungreedy in Go.
+	for j := 0; j < len(rest) && rest[j] != ')' && rest[j] != ':'; j++ {
+		if rest[j] == 'U' {
+			return fmt.Errorf("inline flag U has a different meaning in Go regexp")
+		}
+		if rest[j] == '<' || rest[j] == 'P' {
+			break
+		}
+	}
+	return nil
 }
 
 var counted = regexp.MustCompile(`^\{[0-9]+(,[0-9]*)?\}`)

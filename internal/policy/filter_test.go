@@ -157,3 +157,69 @@ func FuzzCompilePattern(f *testing.F) {
 		}
 	})
 }
+
+// TestTranslate pins translate's exact output and error text for every
+// escape, class, group and quantifier path.
+func TestTranslate(t *testing.T) {
+	tests := []struct {
+		in, want, err string
+	}{
+		{`a.b`, `a.b`, ``},
+		{`\Qa.b\E.c`, `\Qa.b\E.c`, ``},
+		{`\Qa.b`, `\Qa.b`, ``},
+		{`\u00e9x`, `\x{00e9}x`, ``},
+		{`\0101`, `\x{41}`, ``},
+		{`\0477`, `\x{27}7`, ``},
+		{`\0400`, `\x{20}0`, ``},
+		{`\07`, `\x{7}`, ``},
+		{`\08`, ``, `illegal octal escape \0`},
+		{`\0`, ``, `illegal octal escape \0`},
+		{`\e`, `\x{1b}`, ``},
+		{`\x{1F600}`, `\x{1F600}`, ``},
+		{`\p{Lu}+`, `\p{Lu}+`, ``},
+		{`\P{L`, ``, `unclosed \P{`},
+		{`\xff`, `\xff`, ``},
+		{`[]a]`, `[]a]`, ``},
+		{`[^]a]`, `[^]a]`, ``},
+		{`[\1]`, `[\1]`, ``},
+		{`[a\]b]`, `[a\]b]`, ``},
+		{`(?i)ab`, `(?i)ab`, ``},
+		{`(?<x>ab)`, `(?<x>ab)`, ``},
+		{`(?P<x>U)`, `(?P<x>U)`, ``},
+		{`(?:U)`, `(?:U)`, ``},
+		{`(?iU)a`, ``, `inline flag U has a different meaning in Go regexp`},
+		{`a{2,3}b`, `a{2,3}b`, ``},
+		{`a{2}?`, `a{2}?`, ``},
+		{`a+?`, `a+?`, ``},
+		{`a??+`, `a??+`, ``},
+		{`a*+`, ``, `possessive quantifier is not supported by Go regexp`},
+		{`\k<n>`, ``, `named back-reference \k is not supported`},
+		{`\2`, ``, `back-reference \2 is not supported (Go regexp has no back-references)`},
+		{`\h`, ``, `the Java escape \h is not supported by Go regexp`},
+		{`(?=a)`, ``, `look-ahead (?=...) is not supported by Go regexp`},
+		{`(?!a)`, ``, `look-ahead (?!...) is not supported by Go regexp`},
+		{`(?<=a)`, ``, `look-behind (?<=...) is not supported by Go regexp`},
+		{`(?<!a)`, ``, `look-behind (?<!...) is not supported by Go regexp`},
+		{`(?>a)`, ``, `atomic group (?>...) is not supported by Go regexp`},
+		{`[a&&b]`, ``, `character class intersection && is not supported`},
+		{`[a[b]]`, ``, `nested character class or POSIX bracket expression inside [...] is not supported`},
+		{`{`, ``, `'{' at offset 0 does not start a repetition {n}, {n,} or {n,m}; escape it as \{ (note: commas split the list, so {n,m} cannot be used in MM2 lists)`},
+		{`x{a}`, ``, `'{' at offset 1 does not start a repetition {n}, {n,} or {n,m}; escape it as \{ (note: commas split the list, so {n,m} cannot be used in MM2 lists)`},
+		{`[abc`, ``, `unclosed character class`},
+		{`abc\`, ``, `trailing backslash`},
+		{`\u12`, ``, `malformed \u escape`},
+		{`\uzzzz`, ``, `malformed \u escape`},
+		{`\d\w\s`, `\d\w\s`, ``},
+		{`a&&b`, `a&&b`, ``},
+	}
+	for _, tt := range tests {
+		got, err := translate(tt.in)
+		gotErr := ""
+		if err != nil {
+			gotErr = err.Error()
+		}
+		if got != tt.want || gotErr != tt.err {
+			t.Errorf("translate(%#q) = %#q, %q; want %#q, %q", tt.in, got, gotErr, tt.want, tt.err)
+		}
+	}
+}
