@@ -105,9 +105,16 @@ group shipping source true/Stable target false/ age - none offsets 0 ready false
 				f.TargetConsumer = statusTestBadSASL(f.TargetConsumer)
 			}
 			if tt.writing {
+				// Writes one after the other until Status returns, so
+				// some land inside the window however late it opens.
+				wctx, stop := context.WithCancel(ctx)
+				done := make(chan struct{})
+				defer func() { stop(); <-done }()
 				go func() {
-					time.Sleep(100 * time.Millisecond)
-					src.ProduceSync(ctx, &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("y")})
+					defer close(done)
+					for wctx.Err() == nil {
+						src.ProduceSync(wctx, &kgo.Record{Topic: "orders", Partition: 0, Value: []byte("y")})
+					}
 				}()
 			}
 			rep, err := Status(ctx, &Options{Config: cfg, Flow: f, VerifyTail: tt.tail, Window: tt.window, Timeout: 5 * time.Second, Now: func() time.Time { return now }})
