@@ -235,11 +235,18 @@ func (r *Run) inject(f fault) (string, error) {
 	case faultRemoteDeleted:
 		return r.deleteRemote(ctx)
 	case faultProgressGone:
+		// The workers make the topic as they start, which a loaded
+		// machine may not have done yet at the fault's time: deleting
+		// a topic not there yet is no fault.
 		topic := "mm2-offsets." + srcAlias + ".internal"
+		waited, err := r.waitTopic(ctx, r.dstAdm, topic, time.Minute)
+		if err != nil {
+			return "", err
+		}
 		if err := deleteTopic(ctx, r.dstAdm, topic); err != nil {
 			return "", err
 		}
-		return "deleted " + topic + " on the target", nil
+		return fmt.Sprintf("deleted %s on the target (there after %v)", topic, waited.Round(100*time.Millisecond)), nil
 	}
 	return "", fmt.Errorf("unknown fault %q", f.kind)
 }
@@ -341,6 +348,26 @@ func (r *Run) deleteRemote(ctx context.Context) (string, error) {
 	r.doomedCut = cut
 	r.mu.Unlock()
 	return fmt.Sprintf("deleted %s on the target (source ends a second later %v)", remote(topicDoomed), cut), nil
+}
+
+// waitTopic waits up to d for topic to exist on adm's cluster and
+// returns how long that took.
+func (r *Run) waitTopic(ctx context.Context, adm *kadm.Client, topic string, d time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for {
+		ts, err := adm.ListTopics(ctx, topic)
+		if err == nil && ts.Has(topic) && ts[topic].Err == nil {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > d {
+			return 0, fmt.Errorf("%s not on the cluster after %v (last error %v)", topic, d, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func deleteTopic(ctx context.Context, adm *kadm.Client, topic string) error {
