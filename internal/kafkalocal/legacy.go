@@ -158,9 +158,7 @@ func upZooKeeper(ctx context.Context, opts Options, log io.Writer) (*Run, error)
 	return run, nil
 }
 
-// newZooKeeperCluster describes a cluster on ZooKeeper, its ZooKeeper and
-// its brokers, and writes their configs; it takes their ports from the
-// front of ports and returns the ports left.
+// newZooKeeperCluster describes and configures a cluster's ZooKeeper and brokers, returning the ports it did not take.
 func newZooKeeperCluster(name string, opts Options, ports []int, dir string, jvm []string) (*Cluster, []int, error) {
 	c := &Cluster{Name: name}
 	zk := &Node{Port: ports[0], Dir: filepath.Join(dir, name, "zookeeper")}
@@ -190,8 +188,7 @@ func newZooKeeperCluster(name string, opts Options, ports []int, dir string, jvm
 	return c, ports, nil
 }
 
-// zooKeeperBrokerProps is the config of broker n on ZooKeeper zk, with
-// replication factor rf.
+// zooKeeperBrokerProps returns the config of broker n on ZooKeeper zk.
 func zooKeeperBrokerProps(n, zk *Node, rf int) map[string]string {
 	return map[string]string{
 		"broker.id":                                strconv.Itoa(int(n.ID)),
@@ -217,10 +214,7 @@ func zooKeeperBrokerProps(n, zk *Node, rf int) map[string]string {
 	}
 }
 
-// startZooKeeperRun launches the ZooKeepers, then cluster by cluster the
-// brokers once their ZooKeeper listens, saving the run after each step,
-// and waits until each cluster lists all its brokers. On error it stops
-// what it started.
+// startZooKeeperRun starts the ZooKeepers, then the brokers, and waits for them; on error it stops them again.
 func startZooKeeperRun(ctx context.Context, run *Run, opts Options) error {
 	ok := false
 	defer func() {

@@ -191,9 +191,7 @@ func portsPerNode(opts Options) int {
 	return n
 }
 
-// writeRunFiles writes the files all nodes share (log4j config, TLS key
-// store) and adds the CDS options to opts.JVMOpts. It returns the java
-// binary and the paths of the log4j config and key store.
+// writeRunFiles writes the log4j config and TLS files all nodes share and adds the CDS options to opts.JVMOpts.
 func writeRunFiles(ctx context.Context, run *Run, opts *Options, log io.Writer) (java, log4j, keystore string, err error) {
 	log4j = filepath.Join(run.Dir, "log4j2.properties")
 	if err := os.WriteFile(log4j, []byte(log4jConfig), 0o644); err != nil {
