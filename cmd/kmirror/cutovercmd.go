@@ -37,31 +37,73 @@ exit: 0 ok/ready/done, 1 error, 2 usage, 3 not ready or a group refused
 // cutoverCmd is "kmirror cutover": plan, status and switch of a migration
 // or failover of one flow (internal/cutover).
 func cutoverCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "plan" && args[0] != "status" && args[0] != "switch") {
-		fmt.Fprint(stderr, "kmirror cutover: want plan, status or switch\n", cutoverUsageText)
+	a := parseCutoverArgs(args, stderr)
+	if a == nil {
 		return cutoverUsage
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("kmirror cutover "+sub, flag.ContinueOnError)
+	o, code := cutoverOptions(a, stderr)
+	if o == nil {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+
+	rep, text, code, err := runCutover(ctx, a, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror cutover "+a.sub+":", err)
+		return cutoverError
+	}
+	if err := writeCutoverResult(a, rep, text, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "kmirror cutover:", err)
+		return cutoverError
+	}
+	return code
+}
+
+// cutoverArgs is a parsed "kmirror cutover" command line.
+type cutoverArgs struct {
+	sub                                               string // plan, status or switch
+	cfgPath, flowName, groups, topics, output, verify string
+	timeout, window                                   time.Duration
+	dryRun, sourceDown, allowRewind                   bool
+	reportDir                                         string
+	verifyTail                                        int64 // --verify as parseVerify reads it
+}
+
+// newCutoverFlagSet defines the flags of "kmirror cutover SUB", stored into a.
+func newCutoverFlagSet(a *cutoverArgs, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("kmirror cutover "+a.sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "MM2 properties file (or give it as the first argument)")
-	flowName := fs.String("flow", "", "direction SOURCE->TARGET (B->A for a failback); required when the file enables several flows")
-	groups := fs.String("groups", "", "only groups matching this regular expression (within the flow's groups filter)")
-	topics := fs.String("topics", "", "only source topics matching this regular expression (within the flow's topics filter)")
-	output := fs.String("output", "text", "text or json")
-	timeout := fs.Duration("timeout", 2*time.Minute, "time limit for the whole command")
-	window := fs.Duration("window", 5*time.Second, "status: watch the source's log ends this long for producers still writing (0: don't)")
-	verifyN := fs.String("verify", "1000", "status: compare record by record the copied records among the last N offsets of each partition, all, or none")
-	dryRun := fs.Bool("dry-run", false, "switch: check and print what would be committed; commit nothing")
-	sourceDown := fs.Bool("source-down", false, "unplanned failover: do not ask the source; the groups with checkpoints on the target, switched from their checkpoints")
-	allowRewind := fs.Bool("allow-rewind", false, "switch: also move offsets on the target backwards")
-	reportDir := fs.String("report-dir", "", "also write the report as cutover-SUB-TIME.json and .txt into this folder")
+	fs.StringVar(&a.cfgPath, "config", "", "MM2 properties file (or give it as the first argument)")
+	fs.StringVar(&a.flowName, "flow", "", "direction SOURCE->TARGET (B->A for a failback); required when the file enables several flows")
+	fs.StringVar(&a.groups, "groups", "", "only groups matching this regular expression (within the flow's groups filter)")
+	fs.StringVar(&a.topics, "topics", "", "only source topics matching this regular expression (within the flow's topics filter)")
+	fs.StringVar(&a.output, "output", "text", "text or json")
+	fs.DurationVar(&a.timeout, "timeout", 2*time.Minute, "time limit for the whole command")
+	fs.DurationVar(&a.window, "window", 5*time.Second, "status: watch the source's log ends this long for producers still writing (0: don't)")
+	fs.StringVar(&a.verify, "verify", "1000", "status: compare record by record the copied records among the last N offsets of each partition, all, or none")
+	fs.BoolVar(&a.dryRun, "dry-run", false, "switch: check and print what would be committed; commit nothing")
+	fs.BoolVar(&a.sourceDown, "source-down", false, "unplanned failover: do not ask the source; the groups with checkpoints on the target, switched from their checkpoints")
+	fs.BoolVar(&a.allowRewind, "allow-rewind", false, "switch: also move offsets on the target backwards")
+	fs.StringVar(&a.reportDir, "report-dir", "", "also write the report as cutover-SUB-TIME.json and .txt into this folder")
+	return fs
+}
+
+// parseCutoverArgs reads the subcommand, the flags and the file, and checks
+// them; on a usage error it says so on stderr and returns nil.
+func parseCutoverArgs(args []string, stderr io.Writer) *cutoverArgs {
+	if len(args) == 0 || (args[0] != "plan" && args[0] != "status" && args[0] != "switch") {
+		fmt.Fprint(stderr, "kmirror cutover: want plan, status or switch\n", cutoverUsageText)
+		return nil
+	}
+	a := &cutoverArgs{sub: args[0]}
+	fs := newCutoverFlagSet(a, stderr)
 	// The file may come before, between or after the flags.
 	rest := args[1:]
 	var pos []string
 	for {
 		if err := fs.Parse(rest); err != nil {
-			return cutoverUsage
+			return nil
 		}
 		if fs.NArg() == 0 {
 			break
@@ -69,103 +111,112 @@ func cutoverCmd(args []string, stdout, stderr io.Writer) int {
 		pos = append(pos, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	if *cfgPath == "" && len(pos) > 0 {
-		*cfgPath, pos = pos[0], pos[1:]
+	if a.cfgPath == "" && len(pos) > 0 {
+		a.cfgPath, pos = pos[0], pos[1:]
 	}
-	tail, verr := parseVerify(*verifyN)
+	tail, verr := parseVerify(a.verify)
 	switch {
-	case *cfgPath == "":
+	case a.cfgPath == "":
 		fmt.Fprint(stderr, "kmirror cutover: missing the MM2 properties file\n", cutoverUsageText)
-		return cutoverUsage
+		return nil
 	case len(pos) > 0:
 		fmt.Fprintf(stderr, "kmirror cutover: unexpected argument %q\n", pos[0])
-		return cutoverUsage
-	case *output != "text" && *output != "json":
-		fmt.Fprintf(stderr, "kmirror cutover: --output %q: want text or json\n", *output)
-		return cutoverUsage
+		return nil
+	case a.output != "text" && a.output != "json":
+		fmt.Fprintf(stderr, "kmirror cutover: --output %q: want text or json\n", a.output)
+		return nil
 	case verr != nil:
 		fmt.Fprintf(stderr, "kmirror cutover: --verify: %v\n", verr)
-		return cutoverUsage
-	case (*dryRun || *allowRewind) && sub != "switch":
+		return nil
+	case (a.dryRun || a.allowRewind) && a.sub != "switch":
 		fmt.Fprintln(stderr, "kmirror cutover: --dry-run and --allow-rewind are for switch")
-		return cutoverUsage
+		return nil
 	}
-	o := &cutover.Options{Window: *window, VerifyTail: tail, AllowRewind: *allowRewind, SourceDown: *sourceDown, Timeout: *timeout,
+	a.verifyTail = tail
+	return a
+}
+
+// cutoverOptions compiles the filters, loads the file and picks the flow;
+// on an error it says so on stderr and returns the exit code.
+func cutoverOptions(a *cutoverArgs, stderr io.Writer) (*cutover.Options, int) {
+	o := &cutover.Options{Window: a.window, VerifyTail: a.verifyTail, AllowRewind: a.allowRewind, SourceDown: a.sourceDown, Timeout: a.timeout,
 		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	for _, re := range []struct {
 		name, v string
 		dst     **regexp.Regexp
-	}{{"--groups", *groups, &o.Groups}, {"--topics", *topics, &o.Topics}} {
+	}{{"--groups", a.groups, &o.Groups}, {"--topics", a.topics, &o.Topics}} {
 		if re.v == "" {
 			continue
 		}
 		r, err := regexp.Compile("^(?:" + re.v + ")$")
 		if err != nil {
 			fmt.Fprintf(stderr, "kmirror cutover: %s: %v\n", re.name, err)
-			return cutoverUsage
+			return nil, cutoverUsage
 		}
 		*re.dst = r
 	}
-	cfg, err := config.Load(*cfgPath, os.LookupEnv)
+	cfg, err := config.Load(a.cfgPath, os.LookupEnv)
 	if err != nil {
 		fmt.Fprintf(stderr, "kmirror cutover: invalid configuration:\n%v\n", err)
-		return cutoverError
+		return nil, cutoverError
 	}
 	o.Config = cfg
-	if o.Flow, err = cutoverFlow(cfg, *flowName); err != nil {
+	if o.Flow, err = cutoverFlow(cfg, a.flowName); err != nil {
 		fmt.Fprintln(stderr, "kmirror cutover:", err)
-		return cutoverUsage
+		return nil, cutoverUsage
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
+	return o, cutoverOK
+}
 
-	var rep any
-	var text func(io.Writer)
-	code := cutoverOK
-	switch sub {
+// runCutover runs the subcommand and returns its report, how to print it
+// as text, and the exit code it calls for.
+func runCutover(ctx context.Context, a *cutoverArgs, o *cutover.Options) (rep any, text func(io.Writer), code int, err error) {
+	code = cutoverOK
+	switch a.sub {
 	case "plan":
 		r, err := cutover.Plan(ctx, o)
 		if err != nil {
-			fmt.Fprintln(stderr, "kmirror cutover plan:", err)
-			return cutoverError
+			return nil, nil, 0, err
 		}
 		rep, text = r, func(w io.Writer) { printPlan(w, r) }
 	case "status":
 		r, err := cutover.Status(ctx, o)
 		if err != nil {
-			fmt.Fprintln(stderr, "kmirror cutover status:", err)
-			return cutoverError
+			return nil, nil, 0, err
 		}
 		rep, text = r, func(w io.Writer) { printStatus(w, r) }
 		if !r.Ready {
 			code = cutoverNotReady
 		}
 	case "switch":
-		r, err := cutover.Switch(ctx, o, *dryRun)
+		r, err := cutover.Switch(ctx, o, a.dryRun)
 		if err != nil {
-			fmt.Fprintln(stderr, "kmirror cutover switch:", err)
-			return cutoverError
+			return nil, nil, 0, err
 		}
 		rep, text = r, func(w io.Writer) { printSwitch(w, r) }
 		code = switchCode(r)
 	}
-	if *output == "json" {
+	return rep, text, code, nil
+}
+
+// writeCutoverResult prints the report as text or JSON and, with
+// --report-dir, writes it there too.
+func writeCutoverResult(a *cutoverArgs, rep any, text func(io.Writer), stdout, stderr io.Writer) error {
+	if a.output == "json" {
 		if err := writeJSON(stdout, rep); err != nil {
-			fmt.Fprintln(stderr, "kmirror cutover:", err)
-			return cutoverError
+			return err
 		}
 	} else {
 		text(stdout)
 	}
-	if *reportDir != "" {
-		paths, err := writeCutoverReport(*reportDir, sub, time.Now(), rep, text)
+	if a.reportDir != "" {
+		paths, err := writeCutoverReport(a.reportDir, a.sub, time.Now(), rep, text)
 		if err != nil {
-			fmt.Fprintln(stderr, "kmirror cutover:", err)
-			return cutoverError
+			return err
 		}
 		fmt.Fprintf(stderr, "report written to %s\n", strings.Join(paths, " and "))
 	}
-	return code
+	return nil
 }
 
 // switchCode is the exit code of a switch: a failed group is an error, a

@@ -85,72 +85,31 @@ var (
 	errVersion = errors.New("version requested")
 )
 
+// refusedMM1Flags are MM1's flags that name Java classes.
+var refusedMM1Flags = []string{"message.handler", "message.handler.args", "consumer.rebalance.listener", "rebalance.listener.args"}
+
+// mm1Flags holds the parsed flags that are not fields of mm1Options.
+type mm1Flags struct {
+	include, whitelist, blacklist *string
+	numStreams, abort             *string
+	version                       *bool
+	pass                          map[string]*string // runFlags by name
+	set                           map[string]bool    // the flags given
+}
+
 // parseMM1Args reads MM1's flags. Like kafka-mirror-maker.sh it takes no
 // positional arguments.
 func parseMM1Args(args []string) (*mm1Options, error) {
-	fs := flag.NewFlagSet("kmirror mm1", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
 	o := &mm1Options{}
-	fs.StringVar(&o.ConsumerConfig, "consumer.config", "", "")
-	fs.StringVar(&o.ProducerConfig, "producer.config", "", "")
-	include := fs.String("include", "", "")
-	whitelist := fs.String("whitelist", "", "")
-	numStreams := fs.String("num.streams", "", "")
-	fs.StringVar(&o.CommitIntervalMs, "offset.commit.interval.ms", "", "")
-	abort := fs.String("abort.on.send.failure", "", "")
-	fs.Bool("new.consumer", false, "")
-	version := fs.Bool("version", false, "")
-	fs.StringVar(&o.ReplicationFactor, "replication.factor", "", "")
-	fs.StringVar(&o.Source, "source-alias", "source", "")
-	fs.StringVar(&o.Target, "target-alias", "target", "")
-	fs.BoolVar(&o.printConfig, "print-config", false, "")
-	refused := []string{"message.handler", "message.handler.args", "consumer.rebalance.listener", "rebalance.listener.args"}
-	for _, n := range refused {
-		fs.String(n, "", "")
-	}
-	blacklist := fs.String("blacklist", "", "")
-	fs.String("zookeeper", "", "")
-	for _, f := range oldMM1Flags {
-		if f.bool {
-			fs.Bool(f.name, false, "")
-		} else {
-			fs.String(f.name, "", "")
-		}
-	}
-	pass := map[string]*string{}
-	for _, f := range runFlags {
-		pass[f.name] = fs.String(f.name, f.def, f.usage)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, errHelp
-		}
-		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
-			return nil, unknownFlag(fs, name)
-		}
+	fs, v := newMM1FlagSet(o)
+	if err := parseMM1FlagSet(fs, v, args); err != nil {
 		return nil, err
 	}
-	if *version {
-		return nil, errVersion
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (MirrorMaker 1 takes only flags)", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, n := range refused {
-		if set[n] {
-			return nil, fmt.Errorf("--%s is not supported: kmirror is written in Go and cannot load Java classes; "+
-				"copy records unchanged, or transform them in a separate consumer on the target", n)
-		}
-	}
-	if set["zookeeper"] {
-		return nil, errors.New("--zookeeper is not supported: kmirror reads the source through its brokers, " +
-			"as MirrorMaker 1's new consumer did; put them as bootstrap.servers in the --consumer.config file")
+	if err := checkRefusedMM1Flags(v.set); err != nil {
+		return nil, err
 	}
 	for _, f := range oldMM1Flags {
-		if set[f.name] {
+		if v.set[f.name] {
 			o.notes = append(o.notes, "--"+f.name+" has no effect: "+f.why)
 		}
 	}
@@ -160,79 +119,179 @@ func parseMM1Args(args []string) (*mm1Options, error) {
 			return nil, fmt.Errorf("--%s FILE is required", f.name)
 		}
 	}
+	if err := o.setTopics(v); err != nil {
+		return nil, err
+	}
+	if err := o.checkValues(v); err != nil {
+		return nil, err
+	}
+	if err := o.checkAliases(); err != nil {
+		return nil, err
+	}
+	for _, f := range runFlags {
+		if v.set[f.name] {
+			o.runArgs = append(o.runArgs, "--"+f.name+"="+*v.pass[f.name])
+		}
+	}
+	o.logFormat, o.logLevel = *v.pass["log-format"], *v.pass["log-level"]
+	return o, nil
+}
+
+// newMM1FlagSet defines MM1's flags and kmirror's extensions, storing
+// into o those that are its fields.
+func newMM1FlagSet(o *mm1Options) (*flag.FlagSet, *mm1Flags) {
+	fs := flag.NewFlagSet("kmirror mm1", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	v := &mm1Flags{pass: map[string]*string{}, set: map[string]bool{}}
+	fs.StringVar(&o.ConsumerConfig, "consumer.config", "", "")
+	fs.StringVar(&o.ProducerConfig, "producer.config", "", "")
+	v.include = fs.String("include", "", "")
+	v.whitelist = fs.String("whitelist", "", "")
+	v.numStreams = fs.String("num.streams", "", "")
+	fs.StringVar(&o.CommitIntervalMs, "offset.commit.interval.ms", "", "")
+	v.abort = fs.String("abort.on.send.failure", "", "")
+	fs.Bool("new.consumer", false, "")
+	v.version = fs.Bool("version", false, "")
+	fs.StringVar(&o.ReplicationFactor, "replication.factor", "", "")
+	fs.StringVar(&o.Source, "source-alias", "source", "")
+	fs.StringVar(&o.Target, "target-alias", "target", "")
+	fs.BoolVar(&o.printConfig, "print-config", false, "")
+	for _, n := range refusedMM1Flags {
+		fs.String(n, "", "")
+	}
+	v.blacklist = fs.String("blacklist", "", "")
+	fs.String("zookeeper", "", "")
+	for _, f := range oldMM1Flags {
+		if f.bool {
+			fs.Bool(f.name, false, "")
+		} else {
+			fs.String(f.name, "", "")
+		}
+	}
+	for _, f := range runFlags {
+		v.pass[f.name] = fs.String(f.name, f.def, f.usage)
+	}
+	return fs, v
+}
+
+// parseMM1FlagSet parses args, refusing positional arguments, and records
+// in v.set the flags given.
+func parseMM1FlagSet(fs *flag.FlagSet, v *mm1Flags, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			return unknownFlag(fs, name)
+		}
+		return err
+	}
+	if *v.version {
+		return errVersion
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (MirrorMaker 1 takes only flags)", fs.Arg(0))
+	}
+	fs.Visit(func(f *flag.Flag) { v.set[f.Name] = true })
+	return nil
+}
+
+// checkRefusedMM1Flags refuses the flags that kmirror cannot honour.
+func checkRefusedMM1Flags(set map[string]bool) error {
+	for _, n := range refusedMM1Flags {
+		if set[n] {
+			return fmt.Errorf("--%s is not supported: kmirror is written in Go and cannot load Java classes; "+
+				"copy records unchanged, or transform them in a separate consumer on the target", n)
+		}
+	}
+	if set["zookeeper"] {
+		return errors.New("--zookeeper is not supported: kmirror reads the source through its brokers, " +
+			"as MirrorMaker 1's new consumer did; put them as bootstrap.servers in the --consumer.config file")
+	}
+	return nil
+}
+
+// setTopics sets the topics to mirror and to exclude from --include,
+// --whitelist and --blacklist, and checks their regexes.
+func (o *mm1Options) setTopics(v *mm1Flags) error {
 	switch {
-	case set["include"]:
-		o.TopicsFlag, o.Topics = "--include", *include
-		if set["whitelist"] {
+	case v.set["include"]:
+		o.TopicsFlag, o.Topics = "--include", *v.include
+		if v.set["whitelist"] {
 			o.notes = append(o.notes, "--whitelist is ignored because --include is given")
 		}
-	case set["whitelist"]:
-		o.TopicsFlag, o.Topics = "--whitelist", *whitelist
-	case set["blacklist"]:
+	case v.set["whitelist"]:
+		o.TopicsFlag, o.Topics = "--whitelist", *v.whitelist
+	case v.set["blacklist"]:
 		o.TopicsFlag, o.Topics = "--blacklist", ".*"
 	default:
-		return nil, errors.New("--include or --whitelist REGEX is required (e.g. --whitelist '.*')")
+		return errors.New("--include or --whitelist REGEX is required (e.g. --whitelist '.*')")
 	}
 	o.Topics = mm1.CleanTopicRegex(o.Topics)
 	if o.Topics == "" {
-		return nil, fmt.Errorf("%s: the topic regex is empty", o.TopicsFlag)
+		return fmt.Errorf("%s: the topic regex is empty", o.TopicsFlag)
 	}
 	if _, err := policy.CompilePattern([]string{o.Topics}); err != nil {
-		return nil, fmt.Errorf("%s: %v", o.TopicsFlag, err)
+		return fmt.Errorf("%s: %v", o.TopicsFlag, err)
 	}
-	if set["blacklist"] {
-		if o.Exclude = mm1.CleanTopicRegex(*blacklist); o.Exclude == "" {
-			return nil, errors.New("--blacklist: the topic regex is empty")
+	if v.set["blacklist"] {
+		if o.Exclude = mm1.CleanTopicRegex(*v.blacklist); o.Exclude == "" {
+			return errors.New("--blacklist: the topic regex is empty")
 		}
 		if _, err := policy.CompilePattern([]string{o.Exclude}); err != nil {
-			return nil, fmt.Errorf("--blacklist: %v", err)
+			return fmt.Errorf("--blacklist: %v", err)
 		}
 		o.notes = append(o.notes, "--blacklist was removed from MirrorMaker 1 in Kafka 2.0; kmirror applies it as topics.exclude "+
 			"(with MM2's default exclusions) to the topics "+o.TopicsFlag+" selects")
 	}
+	return nil
+}
 
-	if set["num.streams"] {
-		if n, err := strconv.Atoi(*numStreams); err != nil || n < 1 {
-			return nil, fmt.Errorf("--num.streams %q: want a positive integer", *numStreams)
+// checkValues checks the numeric and boolean flags and notes those that
+// have no effect.
+func (o *mm1Options) checkValues(v *mm1Flags) error {
+	if v.set["num.streams"] {
+		if n, err := strconv.Atoi(*v.numStreams); err != nil || n < 1 {
+			return fmt.Errorf("--num.streams %q: want a positive integer", *v.numStreams)
 		}
 		o.notes = append(o.notes, "--num.streams is ignored: kmirror fetches and produces every assigned partition concurrently")
 	}
-	if set["offset.commit.interval.ms"] {
+	if v.set["offset.commit.interval.ms"] {
 		if n, err := strconv.ParseInt(o.CommitIntervalMs, 10, 64); err != nil || n < 1 {
-			return nil, fmt.Errorf("--offset.commit.interval.ms %q: want a positive number of milliseconds", o.CommitIntervalMs)
+			return fmt.Errorf("--offset.commit.interval.ms %q: want a positive number of milliseconds", o.CommitIntervalMs)
 		}
 	}
-	if set["abort.on.send.failure"] {
-		if _, err := strconv.ParseBool(*abort); err != nil {
-			return nil, fmt.Errorf("--abort.on.send.failure %q: want true or false", *abort)
+	if v.set["abort.on.send.failure"] {
+		if _, err := strconv.ParseBool(*v.abort); err != nil {
+			return fmt.Errorf("--abort.on.send.failure %q: want true or false", *v.abort)
 		}
 		o.notes = append(o.notes, "--abort.on.send.failure has no effect: send errors are retried; "+
 			"an error a retry cannot fix stops that partition only (see GET /status and kmirror_partition_errors_total)")
 	}
-	if set["new.consumer"] {
+	if v.set["new.consumer"] {
 		o.notes = append(o.notes, "--new.consumer has no effect")
 	}
-	if set["replication.factor"] {
+	if v.set["replication.factor"] {
 		if n, err := strconv.Atoi(o.ReplicationFactor); err != nil || n == 0 || n < -1 || n > 32767 {
-			return nil, fmt.Errorf("--replication.factor %q: want -1 (broker default) or 1 to 32767", o.ReplicationFactor)
+			return fmt.Errorf("--replication.factor %q: want -1 (broker default) or 1 to 32767", o.ReplicationFactor)
 		}
 	}
+	return nil
+}
+
+// checkAliases checks the two cluster aliases.
+func (o *mm1Options) checkAliases() error {
 	aliasRE := regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	for _, a := range []struct{ flag, val string }{{"--source-alias", o.Source}, {"--target-alias", o.Target}} {
 		if !aliasRE.MatchString(a.val) {
-			return nil, fmt.Errorf("%s %q: want letters, digits, '_' or '-'", a.flag, a.val)
+			return fmt.Errorf("%s %q: want letters, digits, '_' or '-'", a.flag, a.val)
 		}
 	}
 	if o.Source == o.Target {
-		return nil, fmt.Errorf("--source-alias and --target-alias are both %q", o.Source)
+		return fmt.Errorf("--source-alias and --target-alias are both %q", o.Source)
 	}
-	for _, f := range runFlags {
-		if set[f.name] {
-			o.runArgs = append(o.runArgs, "--"+f.name+"="+*pass[f.name])
-		}
-	}
-	o.logFormat, o.logLevel = *pass["log-format"], *pass["log-level"]
-	return o, nil
+	return nil
 }
 
 // unknownFlag explains a flag kmirror mm1 does not know, with the closest

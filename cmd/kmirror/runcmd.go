@@ -35,6 +35,47 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 // dashboard) and the dashboard's log pass through explain when it is not
 // nil (kmirror mm1's flags for MM2 keys; its stderr explains the log).
 func runExplained(args []string, stdout, stderr io.Writer, explain func(string) string) int {
+	o := parseRunArgs(args, stderr)
+	if o == nil {
+		return 2
+	}
+	log, err := newLogger(stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror run:", err)
+		return 2
+	}
+	logs := dashboard.NewLogRing(dashboard.DefaultLogs)
+	logs.Explain = explain
+	log = slog.New(logs.Wrap(log.Handler()))
+	if err := setMemoryLimit(o.memLimit); err != nil {
+		fmt.Fprintln(stderr, "kmirror run:", err)
+		return 2
+	}
+	var only []string
+	if o.clusters != "" {
+		for _, c := range strings.Split(o.clusters, ",") {
+			only = append(only, strings.TrimSpace(c))
+		}
+	}
+	cfg, err := runner.Load(o.file, only, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "kmirror run: invalid configuration:")
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return runFlows(o, cfg, only, logs, log, explain, stderr)
+}
+
+// runOptions is a parsed "kmirror run" command line.
+type runOptions struct {
+	file                                                           string
+	clusters, logFormat, logLevel, memLimit, restAddr, metricsAddr string
+	stopTimeout                                                    time.Duration
+}
+
+// parseRunArgs reads run's flags and file; on a usage error it says so on
+// stderr and returns nil.
+func parseRunArgs(args []string, stderr io.Writer) *runOptions {
 	fs := flag.NewFlagSet("kmirror run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	clusters := fs.String("clusters", "", "comma-separated target cluster aliases: run only flows into these (all when empty)")
@@ -45,48 +86,30 @@ func runExplained(args []string, stdout, stderr io.Writer, explain func(string) 
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty); Go profiles are on the REST API, behind its token")
 	stopTimeout := shutdownTimeoutFlag(fs)
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return nil
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "kmirror run: want exactly one MM2 properties file")
-		return 2
+		return nil
 	}
 	if *stopTimeout <= 0 {
 		fmt.Fprintln(stderr, "kmirror run:", errShutdownTimeout)
-		return 2
+		return nil
 	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
-	if err != nil {
-		fmt.Fprintln(stderr, "kmirror run:", err)
-		return 2
-	}
-	logs := dashboard.NewLogRing(dashboard.DefaultLogs)
-	logs.Explain = explain
-	log = slog.New(logs.Wrap(log.Handler()))
-	if err := setMemoryLimit(*memLimit); err != nil {
-		fmt.Fprintln(stderr, "kmirror run:", err)
-		return 2
-	}
-	var only []string
-	if *clusters != "" {
-		for _, c := range strings.Split(*clusters, ",") {
-			only = append(only, strings.TrimSpace(c))
-		}
-	}
-	cfg, err := runner.Load(fs.Arg(0), only, log)
-	if err != nil {
-		fmt.Fprintln(stderr, "kmirror run: invalid configuration:")
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
+	return &runOptions{file: fs.Arg(0), clusters: *clusters, logFormat: *logFormat, logLevel: *logLevel, memLimit: *memLimit,
+		restAddr: *restAddr, metricsAddr: *metricsAddr, stopTimeout: *stopTimeout}
+}
 
+// runFlows serves the metrics, the REST API and the dashboard, runs the
+// flows of cfg until a signal stops them, and returns the exit code.
+func runFlows(o *runOptions, cfg *config.Config, only []string, logs *dashboard.LogRing, log *slog.Logger, explain func(string) string, stderr io.Writer) int {
 	sigs, unnotify := stopSignals()
 	defer unnotify()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	m := metrics.New()
-	if *metricsAddr != "" {
-		srv, err := serveMetrics(*metricsAddr, m, log)
+	if o.metricsAddr != "" {
+		srv, err := serveMetrics(o.metricsAddr, m, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "kmirror run:", err)
 			return 1
@@ -94,14 +117,14 @@ func runExplained(args []string, stdout, stderr io.Writer, explain func(string) 
 		defer srv.Close()
 	}
 
-	run := runner.New(fs.Arg(0), cfg, only, m, log)
-	run.SetStopTimeout(*stopTimeout)
+	run := runner.New(o.file, cfg, only, m, log)
+	run.SetStopTimeout(o.stopTimeout)
 	run.Explain = explain
 	// The topology view scans the heartbeats of the configuration in
 	// effect (a reload may change it).
 	dash := dashboard.New(dashboard.Config{Source: run, Metrics: m, Logs: logs,
 		Topology: func(context.Context) topology.Report { return scanTopology(run.Config(), topologyScanTimeout) }})
-	restSrv, err := startREST(cfg, *restAddr, run, dash, log)
+	restSrv, err := startREST(cfg, o.restAddr, run, dash, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror run:", err)
 		return 1
@@ -110,9 +133,17 @@ func runExplained(args []string, stdout, stderr io.Writer, explain func(string) 
 		defer restSrv.Close()
 		go dash.Run(ctx)
 	}
+	defer reloadOnHangup(run, log)()
+	done := make(chan error, 1)
+	go func() { done <- run.Run(ctx) }()
+	return waitRun(stop, sigs, done, o.stopTimeout, log)
+}
+
+// reloadOnHangup reloads the configuration on each SIGHUP until the
+// returned function is called.
+func reloadOnHangup(run *runner.Runner, log *slog.Logger) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for range hup {
 			switch err := run.Reload(); {
@@ -123,9 +154,7 @@ func runExplained(args []string, stdout, stderr io.Writer, explain func(string) 
 			}
 		}
 	}()
-	done := make(chan error, 1)
-	go func() { done <- run.Run(ctx) }()
-	return waitRun(stop, sigs, done, *stopTimeout, log)
+	return func() { signal.Stop(hup) }
 }
 
 // shutdownTimeoutFlag defines --shutdown-timeout on fs: how long a stop

@@ -2,7 +2,6 @@ package kafkalocal
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -144,103 +142,114 @@ func upZooKeeper(ctx context.Context, opts Options, log io.Writer) (*Run, error)
 	jvm := append(append([]string{javaPath()}, opts.JVMOpts...), extraOpts...)
 	jvm = append(jvm, "-cp", filepath.Join(libs, "*"))
 	for i := range opts.Clusters {
-		name := string(rune('A' + i))
-		if len(opts.Names) > 0 {
-			name = opts.Names[i]
-		}
-		c := &Cluster{Name: name}
-		zk := &Node{Port: ports[0], Dir: filepath.Join(dir, name, "zookeeper")}
-		ports = ports[1:]
-		zk.Command = append(append([]string{}, jvm...), "org.apache.zookeeper.server.ZooKeeperServerMain", propsPath(zk.Dir))
-		zkProps := map[string]string{
-			"dataDir": filepath.Join(zk.Dir, "data"), "clientPort": strconv.Itoa(zk.Port),
-			"clientPortAddress": "127.0.0.1", "tickTime": "2000", "maxClientCnxns": "0",
-			"admin.enableServer": "false", "4lw.commands.whitelist": "*",
-		}
-		if err := writeProps(zk, zkProps, nil, "ZooKeeper of cluster "+name); err != nil {
+		var c *Cluster
+		if c, ports, err = newZooKeeperCluster(clusterName(opts, i), opts, ports, dir, jvm); err != nil {
 			return nil, err
-		}
-		c.ZooKeeper = zk
-		rf := min(3, opts.Nodes)
-		for j := range opts.Nodes {
-			n := &Node{ID: int32(j + 1), Port: ports[0]}
-			ports = ports[1:]
-			n.Dir = filepath.Join(dir, name, "node-"+strconv.Itoa(int(n.ID)))
-			n.Command = append(append([]string{}, jvm...), "kafka.Kafka", propsPath(n.Dir))
-			p := map[string]string{
-				"broker.id":                                strconv.Itoa(int(n.ID)),
-				"zookeeper.connect":                        hostPort(zk.Port),
-				"zookeeper.connection.timeout.ms":          "30000",
-				"listeners":                                fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
-				"advertised.listeners":                     fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
-				"log.dirs":                                 filepath.Join(n.Dir, "data"),
-				"num.partitions":                           "1",
-				"default.replication.factor":               strconv.Itoa(rf),
-				"offsets.topic.replication.factor":         strconv.Itoa(rf),
-				"offsets.topic.num.partitions":             "10",
-				"transaction.state.log.replication.factor": strconv.Itoa(rf),
-				"transaction.state.log.min.isr":            strconv.Itoa(min(2, rf)),
-				"transaction.state.log.num.partitions":     "10",
-				"group.initial.rebalance.delay.ms":         "0",
-				"num.network.threads":                      "2",
-				"num.io.threads":                           "4",
-				"num.recovery.threads.per.data.dir":        "1",
-				"background.threads":                       "4",
-				"log.cleaner.threads":                      "1",
-				"log.cleaner.dedupe.buffer.size":           strconv.Itoa(16 << 20),
-			}
-			if err := writeProps(n, p, opts.Config, fmt.Sprintf("cluster %s node %d", name, n.ID)); err != nil {
-				return nil, err
-			}
-			c.Nodes = append(c.Nodes, n)
-			c.Bootstrap = append(c.Bootstrap, hostPort(n.Port))
 		}
 		run.Clusters = append(run.Clusters, c)
 	}
 
+	start := time.Now()
+	if err := startZooKeeperRun(ctx, run, opts); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "kafka-local: %d Kafka %s cluster(s) of %d node(s) on ZooKeeper ready in %s\n",
+		opts.Clusters, opts.Version, opts.Nodes, time.Since(start).Round(time.Millisecond))
+	return run, nil
+}
+
+// newZooKeeperCluster describes and configures a cluster's ZooKeeper and brokers, returning the ports it did not take.
+func newZooKeeperCluster(name string, opts Options, ports []int, dir string, jvm []string) (*Cluster, []int, error) {
+	c := &Cluster{Name: name}
+	zk := &Node{Port: ports[0], Dir: filepath.Join(dir, name, "zookeeper")}
+	ports = ports[1:]
+	zk.Command = append(append([]string{}, jvm...), "org.apache.zookeeper.server.ZooKeeperServerMain", propsPath(zk.Dir))
+	zkProps := map[string]string{
+		"dataDir": filepath.Join(zk.Dir, "data"), "clientPort": strconv.Itoa(zk.Port),
+		"clientPortAddress": "127.0.0.1", "tickTime": "2000", "maxClientCnxns": "0",
+		"admin.enableServer": "false", "4lw.commands.whitelist": "*",
+	}
+	if err := writeProps(zk, zkProps, nil, "ZooKeeper of cluster "+name); err != nil {
+		return nil, nil, err
+	}
+	c.ZooKeeper = zk
+	rf := min(3, opts.Nodes)
+	for j := range opts.Nodes {
+		n := &Node{ID: int32(j + 1), Port: ports[0]}
+		ports = ports[1:]
+		n.Dir = filepath.Join(dir, name, "node-"+strconv.Itoa(int(n.ID)))
+		n.Command = append(append([]string{}, jvm...), "kafka.Kafka", propsPath(n.Dir))
+		if err := writeProps(n, zooKeeperBrokerProps(n, zk, rf), opts.Config, fmt.Sprintf("cluster %s node %d", name, n.ID)); err != nil {
+			return nil, nil, err
+		}
+		c.Nodes = append(c.Nodes, n)
+		c.Bootstrap = append(c.Bootstrap, hostPort(n.Port))
+	}
+	return c, ports, nil
+}
+
+// zooKeeperBrokerProps returns the config of broker n on ZooKeeper zk.
+func zooKeeperBrokerProps(n, zk *Node, rf int) map[string]string {
+	return map[string]string{
+		"broker.id":                                strconv.Itoa(int(n.ID)),
+		"zookeeper.connect":                        hostPort(zk.Port),
+		"zookeeper.connection.timeout.ms":          "30000",
+		"listeners":                                fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
+		"advertised.listeners":                     fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
+		"log.dirs":                                 filepath.Join(n.Dir, "data"),
+		"num.partitions":                           "1",
+		"default.replication.factor":               strconv.Itoa(rf),
+		"offsets.topic.replication.factor":         strconv.Itoa(rf),
+		"offsets.topic.num.partitions":             "10",
+		"transaction.state.log.replication.factor": strconv.Itoa(rf),
+		"transaction.state.log.min.isr":            strconv.Itoa(min(2, rf)),
+		"transaction.state.log.num.partitions":     "10",
+		"group.initial.rebalance.delay.ms":         "0",
+		"num.network.threads":                      "2",
+		"num.io.threads":                           "4",
+		"num.recovery.threads.per.data.dir":        "1",
+		"background.threads":                       "4",
+		"log.cleaner.threads":                      "1",
+		"log.cleaner.dedupe.buffer.size":           strconv.Itoa(16 << 20),
+	}
+}
+
+// startZooKeeperRun starts the ZooKeepers, then the brokers, and waits for them; on error it stops them again.
+func startZooKeeperRun(ctx context.Context, run *Run, opts Options) error {
 	ok := false
 	defer func() {
 		if !ok {
-			Down(dir, 5*time.Second)
+			Down(run.Dir, 5*time.Second)
 		}
 	}()
-	start := time.Now()
 	for _, c := range run.Clusters {
 		if err := launch(c.ZooKeeper, opts.DieWithParent); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := run.Save(); err != nil {
-		return nil, err
+		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	for _, c := range run.Clusters {
 		if err := waitListening(wctx, c.ZooKeeper); err != nil {
-			return nil, err
+			return err
 		}
 		for _, n := range c.Nodes {
 			if err := launch(n, opts.DieWithParent); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	if err := run.Save(); err != nil {
-		return nil, err
+		return err
 	}
-	errs := make([]error, len(run.Clusters))
-	var wg sync.WaitGroup
-	for i, c := range run.Clusters {
-		wg.Go(func() { errs[i] = waitBrokers(wctx, c, c.Nodes) })
+	if err := waitClusters(wctx, run); err != nil {
+		return err
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(log, "kafka-local: %d Kafka %s cluster(s) of %d node(s) on ZooKeeper ready in %s\n",
-		opts.Clusters, opts.Version, opts.Nodes, time.Since(start).Round(time.Millisecond))
 	ok = true
-	return run, nil
+	return nil
 }
 
 // writeProps writes base overridden by extra as n's server.properties and

@@ -78,119 +78,33 @@ var secureUsers = []struct {
 // folder with nothing running; it is wiped. On error, the nodes it started
 // are stopped again.
 func Up(ctx context.Context, opts Options) (*Run, error) {
-	if len(opts.Names) > 0 {
-		opts.Clusters = len(opts.Names)
-	}
-	if opts.Clusters <= 0 {
-		opts.Clusters = 1
-	}
-	if opts.Nodes <= 0 {
-		opts.Nodes = 1
-	}
-	if opts.Clusters > 26 && len(opts.Names) == 0 {
-		return nil, errors.New("kafkalocal: at most 26 clusters")
-	}
-	if opts.JVMOpts == nil {
-		opts.JVMOpts = DefaultJVMOpts
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 3 * time.Minute
+	if err := opts.fillDefaults(); err != nil {
+		return nil, err
 	}
 	log := opts.Log
 	if log == nil {
 		log = io.Discard
 	}
-	if opts.Libs == "" {
-		return nil, errors.New("kafkalocal: Options.Libs is empty")
-	}
-	old := opts.Version != "" && opts.Version != KafkaVersion
-	if old && !legacyVersion(opts.Version) {
-		return nil, fmt.Errorf("kafkalocal: unknown Kafka version %q", opts.Version)
-	}
 	if isZooKeeper(opts.Version) {
 		return upZooKeeper(ctx, opts, log)
 	}
-	dir, err := prepareDir(opts.Dir)
+	run, err := prepareRun(&opts)
 	if err != nil {
 		return nil, err
 	}
-	libs, err := filepath.Abs(opts.Libs)
+	ports, err := FreePorts(opts.Clusters * opts.Nodes * portsPerNode(opts))
 	if err != nil {
 		return nil, err
 	}
-	run := &Run{KafkaVersion: KafkaVersion, Libs: libs, Dir: dir}
-	if old { // an older KRaft release: log4j 1, no CDS archive
-		extra, err := legacyJVMOpts(dir)
-		if err != nil {
-			return nil, err
-		}
-		opts.JVMOpts, opts.NoCDS, run.KafkaVersion = append(extra, opts.JVMOpts...), true, opts.Version
-	}
-
-	portsPerNode := 2
-	if opts.Secure {
-		portsPerNode++
-	}
-	if opts.Proxied {
-		portsPerNode += 2
-	}
-	ports, err := FreePorts(opts.Clusters * opts.Nodes * portsPerNode)
+	java, log4j, keystore, err := writeRunFiles(ctx, run, &opts, log)
 	if err != nil {
 		return nil, err
-	}
-	log4j := filepath.Join(dir, "log4j2.properties")
-	if err := os.WriteFile(log4j, []byte(log4jConfig), 0o644); err != nil {
-		return nil, err
-	}
-	keystore := filepath.Join(dir, "tls", "server.pem")
-	if opts.Secure {
-		if err := writeTLS(filepath.Join(dir, CAFile), keystore); err != nil {
-			return nil, err
-		}
-	}
-	java := javaPath()
-	if !opts.NoCDS {
-		opts.JVMOpts = append(ensureCDS(ctx, java, libs, opts.JVMOpts, log), opts.JVMOpts...)
 	}
 	for i := range opts.Clusters {
-		name := string(rune('A' + i))
-		if len(opts.Names) > 0 {
-			name = opts.Names[i]
-		}
-		c := &Cluster{Name: name, ClusterID: newClusterID(), Secure: opts.Secure}
-		for j := range opts.Nodes {
-			n := &Node{ID: int32(j + 1), Port: ports[0], ControllerPort: ports[1]}
-			ports = ports[2:]
-			if opts.Secure {
-				n.SecurePort, ports = ports[0], ports[1:]
-			}
-			if opts.Proxied {
-				n.ProxiedPort, n.ProxyPort, ports = ports[0], ports[1], ports[2:]
-				c.ProxyBootstrap = append(c.ProxyBootstrap, hostPort(n.ProxyPort))
-			}
-			n.Dir = filepath.Join(dir, c.Name, "node-"+strconv.Itoa(int(n.ID)))
-			n.Command = append(append([]string{java}, opts.JVMOpts...), javaProps(libs, log4j, n.Dir)...)
-			n.Command = append(n.Command, "kafka.Kafka", propsPath(n.Dir))
-			c.Nodes = append(c.Nodes, n)
-			c.Bootstrap = append(c.Bootstrap, hostPort(n.Port))
-			if opts.Secure {
-				c.SecureBootstrap = append(c.SecureBootstrap, hostPort(n.SecurePort))
-			}
-		}
-		if opts.Secure {
-			c.CAFile = filepath.Join(dir, CAFile)
-			for _, u := range secureUsers {
-				c.Users = append(c.Users, User{Name: u.name, Password: u.name + "-" + randomHex(6), Super: u.super})
-			}
-		}
-		for _, n := range c.Nodes {
-			if err := os.MkdirAll(filepath.Join(n.Dir, "data"), 0o755); err != nil {
-				return nil, err
-			}
-			props := serverProperties(c, n, opts.Config, keystore)
-			if err := os.WriteFile(propsPath(n.Dir), []byte(props), 0o644); err != nil {
-				return nil, err
-			}
+		var c *Cluster
+		c, ports = newCluster(clusterName(opts, i), opts, ports, run, java, log4j)
+		if err := writeServerProperties(c, opts.Config, keystore); err != nil {
+			return nil, err
 		}
 		run.Clusters = append(run.Clusters, c)
 	}
@@ -200,37 +114,195 @@ func Up(ctx context.Context, opts Options) (*Run, error) {
 		return nil, err
 	}
 	fmt.Fprintf(log, "kafka-local: formatted %d node(s) in %s\n", opts.Clusters*opts.Nodes, time.Since(start).Round(time.Millisecond))
+	if err := startNodes(ctx, run, opts); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "kafka-local: %d cluster(s) of %d node(s) ready in %s\n", opts.Clusters, opts.Nodes, time.Since(start).Round(time.Millisecond))
+	return run, nil
+}
 
+// fillDefaults sets the options left unset to their defaults and checks
+// the cluster count, the jar folder and the version.
+func (o *Options) fillDefaults() error {
+	if len(o.Names) > 0 {
+		o.Clusters = len(o.Names)
+	}
+	if o.Clusters <= 0 {
+		o.Clusters = 1
+	}
+	if o.Nodes <= 0 {
+		o.Nodes = 1
+	}
+	if o.Clusters > 26 && len(o.Names) == 0 {
+		return errors.New("kafkalocal: at most 26 clusters")
+	}
+	if o.JVMOpts == nil {
+		o.JVMOpts = DefaultJVMOpts
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 3 * time.Minute
+	}
+	if o.Libs == "" {
+		return errors.New("kafkalocal: Options.Libs is empty")
+	}
+	if o.oldVersion() && !legacyVersion(o.Version) {
+		return fmt.Errorf("kafkalocal: unknown Kafka version %q", o.Version)
+	}
+	return nil
+}
+
+// oldVersion reports whether o.Version asks for a release other than the
+// pinned one.
+func (o *Options) oldVersion() bool {
+	return o.Version != "" && o.Version != KafkaVersion
+}
+
+// prepareRun makes the run folder and the Run of a KRaft release; for an
+// older release it adds the log4j 1 options and turns CDS off.
+func prepareRun(opts *Options) (*Run, error) {
+	dir, err := prepareDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	libs, err := filepath.Abs(opts.Libs)
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{KafkaVersion: KafkaVersion, Libs: libs, Dir: dir}
+	if opts.oldVersion() { // an older KRaft release: log4j 1, no CDS archive
+		extra, err := legacyJVMOpts(dir)
+		if err != nil {
+			return nil, err
+		}
+		opts.JVMOpts, opts.NoCDS, run.KafkaVersion = append(extra, opts.JVMOpts...), true, opts.Version
+	}
+	return run, nil
+}
+
+// portsPerNode is how many ports a KRaft node of opts listens on.
+func portsPerNode(opts Options) int {
+	n := 2
+	if opts.Secure {
+		n++
+	}
+	if opts.Proxied {
+		n += 2
+	}
+	return n
+}
+
+// writeRunFiles writes the log4j config and TLS files all nodes share and adds the CDS options to opts.JVMOpts.
+func writeRunFiles(ctx context.Context, run *Run, opts *Options, log io.Writer) (java, log4j, keystore string, err error) {
+	log4j = filepath.Join(run.Dir, "log4j2.properties")
+	if err := os.WriteFile(log4j, []byte(log4jConfig), 0o644); err != nil {
+		return "", "", "", err
+	}
+	keystore = filepath.Join(run.Dir, "tls", "server.pem")
+	if opts.Secure {
+		if err := writeTLS(filepath.Join(run.Dir, CAFile), keystore); err != nil {
+			return "", "", "", err
+		}
+	}
+	java = javaPath()
+	if !opts.NoCDS {
+		opts.JVMOpts = append(ensureCDS(ctx, java, run.Libs, opts.JVMOpts, log), opts.JVMOpts...)
+	}
+	return java, log4j, keystore, nil
+}
+
+// clusterName is the name of the i-th cluster: opts.Names[i], else A, B...
+func clusterName(opts Options, i int) string {
+	if len(opts.Names) > 0 {
+		return opts.Names[i]
+	}
+	return string(rune('A' + i))
+}
+
+// newCluster describes a KRaft cluster and its nodes, taking their ports
+// from the front of ports; it returns the ports left.
+func newCluster(name string, opts Options, ports []int, run *Run, java, log4j string) (*Cluster, []int) {
+	c := &Cluster{Name: name, ClusterID: newClusterID(), Secure: opts.Secure}
+	for j := range opts.Nodes {
+		n := &Node{ID: int32(j + 1), Port: ports[0], ControllerPort: ports[1]}
+		ports = ports[2:]
+		if opts.Secure {
+			n.SecurePort, ports = ports[0], ports[1:]
+		}
+		if opts.Proxied {
+			n.ProxiedPort, n.ProxyPort, ports = ports[0], ports[1], ports[2:]
+			c.ProxyBootstrap = append(c.ProxyBootstrap, hostPort(n.ProxyPort))
+		}
+		n.Dir = filepath.Join(run.Dir, c.Name, "node-"+strconv.Itoa(int(n.ID)))
+		n.Command = append(append([]string{java}, opts.JVMOpts...), javaProps(run.Libs, log4j, n.Dir)...)
+		n.Command = append(n.Command, "kafka.Kafka", propsPath(n.Dir))
+		c.Nodes = append(c.Nodes, n)
+		c.Bootstrap = append(c.Bootstrap, hostPort(n.Port))
+		if opts.Secure {
+			c.SecureBootstrap = append(c.SecureBootstrap, hostPort(n.SecurePort))
+		}
+	}
+	if opts.Secure {
+		c.CAFile = filepath.Join(run.Dir, CAFile)
+		for _, u := range secureUsers {
+			c.Users = append(c.Users, User{Name: u.name, Password: u.name + "-" + randomHex(6), Super: u.super})
+		}
+	}
+	return c, ports
+}
+
+// writeServerProperties makes each node's data folder and writes its
+// server.properties.
+func writeServerProperties(c *Cluster, extra map[string]string, keystore string) error {
+	for _, n := range c.Nodes {
+		if err := os.MkdirAll(filepath.Join(n.Dir, "data"), 0o755); err != nil {
+			return err
+		}
+		props := serverProperties(c, n, extra, keystore)
+		if err := os.WriteFile(propsPath(n.Dir), []byte(props), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startNodes launches every node, saves the run and waits until each
+// cluster lists all its brokers. On error it stops the nodes again.
+func startNodes(ctx context.Context, run *Run, opts Options) error {
 	ok := false
 	defer func() {
 		if !ok {
-			Down(dir, 5*time.Second)
+			Down(run.Dir, 5*time.Second)
 		}
 	}()
 	for _, c := range run.Clusters {
 		for _, n := range c.Nodes {
 			if err := launch(n, opts.DieWithParent); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	if err := run.Save(); err != nil {
-		return nil, err
+		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
+	if err := waitClusters(wctx, run); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}
+
+// waitClusters waits, for all clusters at once, until each lists all its
+// brokers.
+func waitClusters(ctx context.Context, run *Run) error {
 	errs := make([]error, len(run.Clusters))
 	var wg sync.WaitGroup
 	for i, c := range run.Clusters {
-		wg.Go(func() { errs[i] = waitBrokers(wctx, c, c.Nodes) })
+		wg.Go(func() { errs[i] = waitBrokers(ctx, c, c.Nodes) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(log, "kafka-local: %d cluster(s) of %d node(s) ready in %s\n", opts.Clusters, opts.Nodes, time.Since(start).Round(time.Millisecond))
-	ok = true
-	return run, nil
+	return errors.Join(errs...)
 }
 
 // prepareDir makes dir an empty run folder. It refuses a folder with live

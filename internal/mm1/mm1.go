@@ -86,91 +86,112 @@ type Translation struct {
 
 // Translate turns the options and the two client files into MM2 keys.
 func Translate(o *Options, cons, prod *config.Properties) (*Translation, error) {
-	s, t := o.Source, o.Target
 	tr := &Translation{}
-	add := func(key, value, origin string) {
-		at := config.Origin{File: origin}
-		if f, n, ok := splitPosition(origin); ok {
-			at = config.Origin{File: f, Line: n}
-		} else if gen, _, ok := strings.Cut(origin, ":"); ok && gen == "kmirror mm1" {
-			at.File = gen // the note after the colon is for --print-config only
-		}
-		tr.lines = append(tr.lines, line{key: key, value: value, origin: origin, at: at})
+	tr.addFlagLines(o)
+	providers := map[string]line{}
+	files := []clientFile{
+		{o.ConsumerConfig, cons, o.Source, "consumer", droppedConsumerKeys},
+		{o.ProducerConfig, prod, o.Target, "producer", droppedProducerKeys},
 	}
-	add("clusters", s+", "+t, "kmirror mm1")
-	add(s+"->"+t+".enabled", "true", "kmirror mm1")
-	add("replication.policy.class", IdentityPolicy, "kmirror mm1: MM1 keeps topic names")
-	add(s+"->"+t+".topics", o.Topics, o.TopicsFlag)
+	for _, f := range files {
+		if err := tr.addClientFile(f, o.Source, o.Target, providers); err != nil {
+			return nil, err
+		}
+	}
+	return tr, nil
+}
+
+// clientFile is one of MM1's client files and the cluster it configures.
+type clientFile struct {
+	path    string
+	props   *config.Properties
+	alias   string
+	role    string
+	dropped map[string]string
+}
+
+// add appends a generated key with the flag or "FILE:LINE" that supplied it.
+func (tr *Translation) add(key, value, origin string) {
+	at := config.Origin{File: origin}
+	if f, n, ok := splitPosition(origin); ok {
+		at = config.Origin{File: f, Line: n}
+	} else if gen, _, ok := strings.Cut(origin, ":"); ok && gen == "kmirror mm1" {
+		at.File = gen // the note after the colon is for --print-config only
+	}
+	tr.lines = append(tr.lines, line{key: key, value: value, origin: origin, at: at})
+}
+
+// addFlagLines adds the keys that MM1's behaviour and command line set.
+func (tr *Translation) addFlagLines(o *Options) {
+	s, t := o.Source, o.Target
+	tr.add("clusters", s+", "+t, "kmirror mm1")
+	tr.add(s+"->"+t+".enabled", "true", "kmirror mm1")
+	tr.add("replication.policy.class", IdentityPolicy, "kmirror mm1: MM1 keeps topic names")
+	tr.add(s+"->"+t+".topics", o.Topics, o.TopicsFlag)
 	if o.Exclude != "" {
 		// MM2's default exclusions stay: internal topics are never mirrored.
-		add(s+"->"+t+".topics.exclude", o.Exclude+", "+strings.Join(policy.DefaultTopicsExclude, ", "), "--blacklist")
+		tr.add(s+"->"+t+".topics.exclude", o.Exclude+", "+strings.Join(policy.DefaultTopicsExclude, ", "), "--blacklist")
 	}
-	add(s+"->"+t+".emit.checkpoints.enabled", "false", "kmirror mm1: MM1 has no checkpoints")
-	add(s+"->"+t+".emit.heartbeats.enabled", "false", "kmirror mm1: MM1 has no heartbeats")
-	add(t+"->"+s+".emit.heartbeats.enabled", "false", "kmirror mm1: nothing is written to the source")
-	add(s+"->"+t+".sync.topic.acls.enabled", "false", "kmirror mm1: MM1 leaves ACLs alone")
-	add(s+"->"+t+".sync.topic.configs.enabled", "false", "kmirror mm1: MM1 leaves topic configs alone")
-	add(s+"->"+t+".heartbeats.replication.enabled", "false", "kmirror mm1: MM1 copies only the whitelist")
+	tr.add(s+"->"+t+".emit.checkpoints.enabled", "false", "kmirror mm1: MM1 has no checkpoints")
+	tr.add(s+"->"+t+".emit.heartbeats.enabled", "false", "kmirror mm1: MM1 has no heartbeats")
+	tr.add(t+"->"+s+".emit.heartbeats.enabled", "false", "kmirror mm1: nothing is written to the source")
+	tr.add(s+"->"+t+".sync.topic.acls.enabled", "false", "kmirror mm1: MM1 leaves ACLs alone")
+	tr.add(s+"->"+t+".sync.topic.configs.enabled", "false", "kmirror mm1: MM1 leaves topic configs alone")
+	tr.add(s+"->"+t+".heartbeats.replication.enabled", "false", "kmirror mm1: MM1 copies only the whitelist")
 	if o.CommitIntervalMs != "" {
-		add(t+".offset.flush.interval.ms", o.CommitIntervalMs, "--offset.commit.interval.ms")
+		tr.add(t+".offset.flush.interval.ms", o.CommitIntervalMs, "--offset.commit.interval.ms")
 	}
 	if rf := o.ReplicationFactor; rf != "" {
 		for _, k := range []string{"replication.factor", "offset.storage.replication.factor",
 			"offset-syncs.topic.replication.factor", "checkpoints.topic.replication.factor",
 			"heartbeats.topic.replication.factor"} {
-			add(k, rf, "--replication.factor")
+			tr.add(k, rf, "--replication.factor")
 		}
 	}
+}
 
-	providers := map[string]line{}
-	files := []struct {
-		path    string
-		props   *config.Properties
-		alias   string
-		role    string
-		dropped map[string]string
-	}{{o.ConsumerConfig, cons, s, "consumer", droppedConsumerKeys}, {o.ProducerConfig, prod, t, "producer", droppedProducerKeys}}
-	for _, f := range files {
-		var dropped []string
-		for _, k := range f.props.Keys() {
-			v, _ := f.props.Get(k)
-			at := config.Origin{File: f.props.File(k), Line: f.props.Line(k), Key: k}
-			origin := fmt.Sprintf("%s:%d", at.File, at.Line)
-			l := line{value: v, origin: origin, at: at, userKey: k}
-			if config.TrailingComment(v) != "" && f.dropped[k] != "" && (f.role != "consumer" || k != "group.id") {
-				// Keys that reach the generated file are warned about by
-				// config.Parse, at this position (see Check).
-				tr.Warnings = append(tr.Warnings, origin+": "+config.TrailingCommentWarning(k, v))
-			}
-			switch {
-			case k == "config.providers" || strings.HasPrefix(k, "config.providers."):
-				if prev, ok := providers[k]; ok && prev.value != v {
-					return nil, fmt.Errorf("%s: %s: differs from %s", origin, k, prev.origin)
-				} else if ok {
-					continue
-				}
-				l.key = k
-				providers[k] = l
-			case f.role == "consumer" && k == "group.id":
-				// MM1 replicated through this group: start where it stands.
-				tr.lines = append(tr.lines, line{key: s + "->" + t + "." + config.StartGroupKey, value: v, origin: origin, at: at, userKey: k})
-				tr.Notes = append(tr.Notes, fmt.Sprintf("%s: group.id %s: partitions without kmirror progress start at this group's committed offsets, as MM1 resumed; kmirror commits nothing to it", origin, v))
-				continue
-			case f.dropped[k] != "":
-				dropped = append(dropped, k+" ("+f.dropped[k]+")")
-				continue
-			case config.IsClientConnectionKey(k):
-				l.key = f.alias + "." + k
-			default:
-				l.key = f.alias + "." + f.role + "." + k
-			}
-			tr.lines = append(tr.lines, l)
+// addClientFile adds the keys of one client file of the flow s->t; config
+// providers, shared by both files, are collected in providers.
+func (tr *Translation) addClientFile(f clientFile, s, t string, providers map[string]line) error {
+	var dropped []string
+	for _, k := range f.props.Keys() {
+		v, _ := f.props.Get(k)
+		at := config.Origin{File: f.props.File(k), Line: f.props.Line(k), Key: k}
+		origin := fmt.Sprintf("%s:%d", at.File, at.Line)
+		l := line{value: v, origin: origin, at: at, userKey: k}
+		if config.TrailingComment(v) != "" && f.dropped[k] != "" && (f.role != "consumer" || k != "group.id") {
+			// Keys that reach the generated file are warned about by
+			// config.Parse, at this position (see Check).
+			tr.Warnings = append(tr.Warnings, origin+": "+config.TrailingCommentWarning(k, v))
 		}
-		if len(dropped) > 0 {
-			tr.Notes = append(tr.Notes, fmt.Sprintf("%s: not used: %s", f.path, strings.Join(dropped, ", ")))
+		switch {
+		case k == "config.providers" || strings.HasPrefix(k, "config.providers."):
+			if prev, ok := providers[k]; ok && prev.value != v {
+				return fmt.Errorf("%s: %s: differs from %s", origin, k, prev.origin)
+			} else if ok {
+				continue
+			}
+			l.key = k
+			providers[k] = l
+		case f.role == "consumer" && k == "group.id":
+			// MM1 replicated through this group: start where it stands.
+			tr.lines = append(tr.lines, line{key: s + "->" + t + "." + config.StartGroupKey, value: v, origin: origin, at: at, userKey: k})
+			tr.Notes = append(tr.Notes, fmt.Sprintf("%s: group.id %s: partitions without kmirror progress start at this group's committed offsets, as MM1 resumed; kmirror commits nothing to it", origin, v))
+			continue
+		case f.dropped[k] != "":
+			dropped = append(dropped, k+" ("+f.dropped[k]+")")
+			continue
+		case config.IsClientConnectionKey(k):
+			l.key = f.alias + "." + k
+		default:
+			l.key = f.alias + "." + f.role + "." + k
 		}
+		tr.lines = append(tr.lines, l)
 	}
-	return tr, nil
+	if len(dropped) > 0 {
+		tr.Notes = append(tr.Notes, fmt.Sprintf("%s: not used: %s", f.path, strings.Join(dropped, ", ")))
+	}
+	return nil
 }
 
 // Properties renders the translation as an MM2 properties file. With
