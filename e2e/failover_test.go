@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -115,7 +116,17 @@ func commitOnA(t *testing.T, c *testkafka.Cluster, group, topic string, offs map
 // committed returns group's committed offsets of topic on c.
 func committed(t *testing.T, c *testkafka.Cluster, group, topic string) map[int32]int64 {
 	t.Helper()
-	offs, err := c.Admin(t).FetchOffsets(ctx(t), group)
+	// A cluster no group has used yet makes __consumer_offsets at the
+	// first FindCoordinator and answers COORDINATOR_NOT_AVAILABLE (or
+	// _LOAD_IN_PROGRESS) until it is ready: that passes.
+	var offs kadm.OffsetResponses
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		offs, err = c.Admin(t).FetchOffsets(ctx(t), group)
+		if !errors.Is(err, kerr.CoordinatorNotAvailable) && !errors.Is(err, kerr.CoordinatorLoadInProgress) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
