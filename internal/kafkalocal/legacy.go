@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -190,28 +191,14 @@ func newZooKeeperCluster(name string, opts Options, ports []int, dir string, jvm
 
 // zooKeeperBrokerProps returns the config of broker n on ZooKeeper zk.
 func zooKeeperBrokerProps(n, zk *Node, rf int) map[string]string {
-	return map[string]string{
-		"broker.id":                                strconv.Itoa(int(n.ID)),
-		"zookeeper.connect":                        hostPort(zk.Port),
-		"zookeeper.connection.timeout.ms":          "30000",
-		"listeners":                                fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
-		"advertised.listeners":                     fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
-		"log.dirs":                                 filepath.Join(n.Dir, "data"),
-		"num.partitions":                           "1",
-		"default.replication.factor":               strconv.Itoa(rf),
-		"offsets.topic.replication.factor":         strconv.Itoa(rf),
-		"offsets.topic.num.partitions":             "10",
-		"transaction.state.log.replication.factor": strconv.Itoa(rf),
-		"transaction.state.log.min.isr":            strconv.Itoa(min(2, rf)),
-		"transaction.state.log.num.partitions":     "10",
-		"group.initial.rebalance.delay.ms":         "0",
-		"num.network.threads":                      "2",
-		"num.io.threads":                           "4",
-		"num.recovery.threads.per.data.dir":        "1",
-		"background.threads":                       "4",
-		"log.cleaner.threads":                      "1",
-		"log.cleaner.dedupe.buffer.size":           strconv.Itoa(16 << 20),
+	p := map[string]string{
+		"broker.id":                       strconv.Itoa(int(n.ID)),
+		"zookeeper.connect":               hostPort(zk.Port),
+		"zookeeper.connection.timeout.ms": "30000",
+		"listeners":                       fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
 	}
+	maps.Copy(p, brokerBase(n, rf))
+	return p
 }
 
 // startZooKeeperRun starts the ZooKeepers, then the brokers, and waits for them; on error it stops them again.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -446,32 +447,17 @@ func serverProperties(c *Cluster, n *Node, extra map[string]string, keystore str
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", v.ID, v.ControllerPort))
 	}
 	p := map[string]string{
-		"process.roles":                                    "broker,controller",
-		"node.id":                                          strconv.Itoa(int(n.ID)),
-		"controller.quorum.voters":                         strings.Join(voters, ","),
-		"listeners":                                        fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.Port, n.ControllerPort),
-		"advertised.listeners":                             fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
-		"controller.listener.names":                        "CONTROLLER",
-		"inter.broker.listener.name":                       "PLAINTEXT",
-		"listener.security.protocol.map":                   "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-		"log.dirs":                                         filepath.Join(n.Dir, "data"),
-		"num.partitions":                                   "1",
-		"default.replication.factor":                       strconv.Itoa(rf),
-		"offsets.topic.replication.factor":                 strconv.Itoa(rf),
-		"offsets.topic.num.partitions":                     "10",
-		"transaction.state.log.replication.factor":         strconv.Itoa(rf),
-		"transaction.state.log.min.isr":                    strconv.Itoa(minISR),
-		"transaction.state.log.num.partitions":             "10",
+		"process.roles":                  "broker,controller",
+		"node.id":                        strconv.Itoa(int(n.ID)),
+		"controller.quorum.voters":       strings.Join(voters, ","),
+		"listeners":                      fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.Port, n.ControllerPort),
+		"controller.listener.names":      "CONTROLLER",
+		"inter.broker.listener.name":     "PLAINTEXT",
+		"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
 		"share.coordinator.state.topic.replication.factor": strconv.Itoa(rf),
 		"share.coordinator.state.topic.min.isr":            strconv.Itoa(minISR),
-		"group.initial.rebalance.delay.ms":                 "0",
-		"num.network.threads":                              "2",
-		"num.io.threads":                                   "4",
-		"num.recovery.threads.per.data.dir":                "1",
-		"background.threads":                               "4",
-		"log.cleaner.threads":                              "1",
-		"log.cleaner.dedupe.buffer.size":                   strconv.Itoa(16 << 20),
 	}
+	maps.Copy(p, brokerBase(n, rf))
 	if c.Secure {
 		p["listeners"] += fmt.Sprintf(",SASL_SSL://127.0.0.1:%d", n.SecurePort)
 		p["advertised.listeners"] += fmt.Sprintf(",SASL_SSL://127.0.0.1:%d", n.SecurePort)
@@ -533,6 +519,30 @@ logger.request.level = WARN
 logger.clients.name = org.apache.kafka.clients
 logger.clients.level = WARN
 `
+
+// brokerBase is what every broker gets, KRaft or ZooKeeper: its
+// advertised listener and data folder, replication factors that fit rf,
+// small thread pools.
+func brokerBase(n *Node, rf int) map[string]string {
+	return map[string]string{
+		"advertised.listeners":                     fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.Port),
+		"log.dirs":                                 filepath.Join(n.Dir, "data"),
+		"num.partitions":                           "1",
+		"default.replication.factor":               strconv.Itoa(rf),
+		"offsets.topic.replication.factor":         strconv.Itoa(rf),
+		"offsets.topic.num.partitions":             "10",
+		"transaction.state.log.replication.factor": strconv.Itoa(rf),
+		"transaction.state.log.min.isr":            strconv.Itoa(min(2, rf)),
+		"transaction.state.log.num.partitions":     "10",
+		"group.initial.rebalance.delay.ms":         "0",
+		"num.network.threads":                      "2",
+		"num.io.threads":                           "4",
+		"num.recovery.threads.per.data.dir":        "1",
+		"background.threads":                       "4",
+		"log.cleaner.threads":                      "1",
+		"log.cleaner.dedupe.buffer.size":           strconv.Itoa(16 << 20),
+	}
+}
 
 // javaProps returns the -D options and classpath shared by all JVMs of a node.
 func javaProps(libs, log4j, nodeDir string) []string {
