@@ -44,21 +44,57 @@ type fetchPlan struct {
 	close  bool
 }
 
+// fetcher is the fetch side: the clients of its lanes, the lanes' fetch
+// sessions and the partitions a fetch pass looks at. Its mu guards its
+// fields, every laneState and each partition's member and wantIn. It is
+// taken after pl.mu or alone, and no other lock is taken under it: a
+// fetch's answer brings the session up to date under mu only. Methods of
+// fetcher named ...Locked need mu held; Pipeline methods that read both a
+// partition's position and its lane (settleLocked, buildFetchLocked) need
+// pl.mu and then mu.
+type fetcher struct {
+	mu        sync.Mutex
+	sources   []*kgo.Client // Source, then MoreSources: one per lane; never changes
+	lanes     map[lane]*laneState
+	sessOf    map[progress.TP]*laneState // the lane whose fetch session holds a partition
+	srcNames  map[[16]byte]string        // source topic IDs
+	fetchesIn int
+	// The partitions a fetch pass looks at (session.go).
+	dirty, waiting map[*partition]struct{}
+	stats          fetchStats
+
+	// Set by New, read only.
+	maxBytes, partMaxBytes int32
+	autoPart               bool // partMaxBytes adapts to the partitions per fetch
+	maxWait                time.Duration
+	log                    *slog.Logger
+}
+
+// fetchStats count what tests want to know happened on the fetch side.
+type fetchStats struct {
+	incremental int // fetches answered in a session (epoch > 0)
+	forgotten   int // partitions fetches had the broker forget
+	resets      int // fetch sessions reset after an error
+}
+
 // startFetches sends one fetch on every lane that has a partition with
 // room in its buffer (or a session to update) and no fetch in flight.
 func (pl *Pipeline) startFetches(ctx context.Context) {
 	if pl.Paused() {
 		return
 	}
+	f := &pl.fetcher
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	now := time.Now()
 	pl.settleLocked(now)
-	for _, ls := range pl.lanes {
+	for _, ls := range f.lanes {
 		if ls.fetching || now.Before(ls.retryAt) || (len(ls.want) == 0 && len(ls.sess) == 0) {
 			continue
 		}
-		if pl.buffered > 0 && pl.buffered+int64(pl.fetchesIn+1)*int64(pl.cfg.FetchMaxBytes) > pl.cfg.BufferBytes {
+		if pl.buffered > 0 && pl.buffered+int64(f.fetchesIn+1)*int64(f.maxBytes) > pl.cfg.BufferBytes {
 			return
 		}
 		req, plan := pl.buildFetchLocked(ls)
@@ -66,7 +102,7 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 			continue
 		}
 		ls.fetching = true
-		pl.fetchesIn++
+		f.fetchesIn++
 		pl.wg.Add(1)
 		go pl.fetch(ctx, ls, req, plan)
 	}
@@ -75,25 +111,26 @@ func (pl *Pipeline) startFetches(ctx context.Context) {
 // buildFetchLocked returns the next fetch of ls, or nil if there is
 // nothing to ask. Without a session (a new one, or a broker without
 // them) the fetch lists every partition that may fetch; in a session
-// only those that changed.
+// only those that changed. pl.mu and fetcher.mu are held.
 func (pl *Pipeline) buildFetchLocked(ls *laneState) (*kmsg.FetchRequest, *fetchPlan) {
+	f := &pl.fetcher
 	for tp := range ls.pending {
 		// A partition whose topic ID changed is keyed apart in the
 		// broker's session: the session starts over.
 		if p, s := ls.want[tp], ls.sess[tp]; p != nil && s.p != nil && s.topicID != p.srcID {
-			pl.resetLocked(ls)
+			f.resetLocked(ls)
 			break
 		}
 	}
 	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis = int32(pl.fetchWait(ls).Milliseconds())
+	req.MaxWaitMillis = int32(f.fetchWait(ls).Milliseconds())
 	req.MinBytes = 1
-	req.MaxBytes = pl.cfg.FetchMaxBytes
+	req.MaxBytes = f.maxBytes
 	req.IsolationLevel = 1 // read_committed
 	if !ls.noSess {
 		req.SessionID, req.SessionEpoch = ls.id, ls.epoch
 	}
-	fb := &fetchBuild{pl: pl, ls: ls, req: req, plan: &fetchPlan{epoch: req.SessionEpoch, listed: map[progress.TP]sessPart{}},
+	fb := &fetchBuild{f: f, ls: ls, req: req, plan: &fetchPlan{epoch: req.SessionEpoch, listed: map[progress.TP]sessPart{}},
 		byTopic: map[string]int{}, forgot: map[string]int{}}
 	if ls.noSess || ls.epoch == 0 {
 		clear(ls.pending)
@@ -110,9 +147,10 @@ func (pl *Pipeline) buildFetchLocked(ls *laneState) (*kmsg.FetchRequest, *fetchP
 	return fb.incremental()
 }
 
-// fetchBuild is one fetch request of a lane being built under pl.mu.
+// fetchBuild is one fetch request of a lane being built under pl.mu and
+// fetcher.mu.
 type fetchBuild struct {
-	pl      *Pipeline
+	f       *fetcher
 	ls      *laneState
 	req     *kmsg.FetchRequest
 	plan    *fetchPlan
@@ -123,7 +161,7 @@ type fetchBuild struct {
 // list adds p at its position to the fetch, unless p is still in the
 // session of the lane it left; it reports whether p was listed.
 func (fb *fetchBuild) list(p *partition) bool {
-	if o := fb.pl.sessOf[p.tp]; o != nil && o != fb.ls {
+	if o := fb.f.sessOf[p.tp]; o != nil && o != fb.ls {
 		return false // still in the session of the lane it left
 	}
 	req := fb.req
@@ -143,7 +181,7 @@ func (fb *fetchBuild) list(p *partition) bool {
 	rp.PartitionMaxBytes = e.maxBytes
 	req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	fb.plan.listed[p.tp] = e
-	fb.pl.sessOf[p.tp] = fb.ls
+	fb.f.sessOf[p.tp] = fb.ls
 	return true
 }
 
@@ -192,7 +230,7 @@ func (fb *fetchBuild) incremental() (*kmsg.FetchRequest, *fetchPlan) {
 	case len(ls.members) == 0:
 		// The lane carries no partition any more: close the session.
 		for tp := range fb.plan.listed {
-			delete(fb.pl.sessOf, tp)
+			delete(fb.f.sessOf, tp)
 		}
 		fb.req.Topics, fb.req.ForgottenTopics = nil, nil
 		fb.req.SessionEpoch, fb.req.MaxWaitMillis = -1, 0
@@ -207,74 +245,79 @@ func (fb *fetchBuild) incremental() (*kmsg.FetchRequest, *fetchPlan) {
 // that carries n of the assigned partitions: the configured value, or
 // an equal share of the fetch, at least DefaultPartitionMaxBytes and at
 // most MaxAutoPartitionBytes. The buffer bound (BufferBytes) still holds.
-func (pl *Pipeline) partitionBytes(n int) int32 {
-	if !pl.autoPart {
-		return pl.cfg.PartitionMaxBytes
+func (f *fetcher) partitionBytes(n int) int32 {
+	if !f.autoPart {
+		return f.partMaxBytes
 	}
-	share := pl.cfg.FetchMaxBytes / int32(max(n, 1))
-	return min(max(share, DefaultPartitionMaxBytes), MaxAutoPartitionBytes, max(pl.cfg.FetchMaxBytes, DefaultPartitionMaxBytes))
+	share := f.maxBytes / int32(max(n, 1))
+	return min(max(share, DefaultPartitionMaxBytes), MaxAutoPartitionBytes, max(f.maxBytes, DefaultPartitionMaxBytes))
 }
 
 // sessionErrs mean the broker lost or refused the fetch session.
 var sessionErrs = []error{kerr.FetchSessionIDNotFound, kerr.InvalidFetchSessionEpoch, kerr.FetchSessionTopicIDError, kerr.InconsistentTopicID}
 
-// fetch runs one fetch request, brings the lane's session up to date and
-// hands each partition's data on.
+// fetch runs one fetch request, brings the lane's session up to date
+// (fetcher.mu only) and hands each partition's data on.
 func (pl *Pipeline) fetch(ctx context.Context, ls *laneState, req *kmsg.FetchRequest, plan *fetchPlan) {
+	f := &pl.fetcher
 	defer pl.wg.Done()
 	defer func() {
-		pl.mu.Lock()
+		f.mu.Lock()
 		ls.fetching = false
-		pl.fetchesIn--
-		pl.mu.Unlock()
+		f.fetchesIn--
+		f.mu.Unlock()
 		pl.wake()
 	}()
-	resp, err := pl.sources[ls.l.client].Broker(int(ls.l.broker)).Request(ctx, req)
+	resp, err := f.sources[ls.l.client].Broker(int(ls.l.broker)).Request(ctx, req)
 	var fr *kmsg.FetchResponse
 	if err == nil {
 		fr = resp.(*kmsg.FetchResponse)
 		err = kerr.ErrorForCode(fr.ErrorCode)
 	}
-	pl.mu.Lock()
+	f.mu.Lock()
 	quiet := ls.quiet
 	ls.quiet = 0 // but after an empty answer in a session, below
 	if err != nil {
-		pl.fetchFailedLocked(ctx, ls, plan, err)
-		pl.mu.Unlock()
+		warn := f.failedLocked(ctx, ls, plan, err)
+		f.mu.Unlock()
+		if warn {
+			pl.needMeta.Store(true)
+			pl.Logs.Warn(pl.cfg.Log, "fetch failed|"+err.Error(), "passthrough: fetch failed; refreshing metadata", "broker", ls.l.broker, "err", err)
+		}
 		return
 	}
-	gots := pl.answeredPartsLocked(ls, plan, fr)
-	pl.stats.forgotten += len(plan.forgot)
-	pl.sessionAnsweredLocked(ls, plan, fr, quiet, len(gots))
-	pl.mu.Unlock()
+	gots := f.answeredLocked(ls, plan, fr)
+	f.stats.forgotten += len(plan.forgot)
+	f.sessionAnsweredLocked(ls, plan, fr, quiet, len(gots))
+	f.mu.Unlock()
 	pl.handOn(ctx, gots)
 }
 
-// fetchFailedLocked handles a fetch that failed as a whole: the lane's
+// failedLocked handles a fetch that failed as a whole: the lane's
 // session starts over; a broker without room for sessions is fetched
-// without one from now on; other errors refresh metadata and pause the
-// lane briefly.
-func (pl *Pipeline) fetchFailedLocked(ctx context.Context, ls *laneState, plan *fetchPlan, err error) {
+// without one from now on. Other errors pause the lane briefly and
+// report true: the caller warns and refreshes metadata.
+func (f *fetcher) failedLocked(ctx context.Context, ls *laneState, plan *fetchPlan, err error) bool {
 	for tp := range plan.listed {
-		if pl.sessOf[tp] == ls {
-			delete(pl.sessOf, tp)
+		if f.sessOf[tp] == ls {
+			delete(f.sessOf, tp)
 		}
 	}
-	pl.resetLocked(ls)
-	pl.stats.resets++
+	f.resetLocked(ls)
+	f.stats.resets++
 	switch {
 	case ctx.Err() != nil:
 	case errors.Is(err, kerr.FetchSessionIDNotFound) && plan.epoch == 0:
 		// The broker has no room for a new session.
 		ls.noSess = true
-		pl.cfg.Log.Info("passthrough: the source broker has no fetch session for this flow; fetching without one", "broker", ls.l.broker, "err", err)
+		f.log.Info("passthrough: the source broker has no fetch session for this flow; fetching without one", "broker", ls.l.broker, "err", err)
 	case kafkaerr.IsAny(err, sessionErrs[:2]):
-		pl.cfg.Log.Debug("passthrough: fetch session reset", "broker", ls.l.broker, "err", err)
+		f.log.Debug("passthrough: fetch session reset", "broker", ls.l.broker, "err", err)
 	default:
-		pl.Logs.Warn(pl.cfg.Log, "fetch failed|"+err.Error(), "passthrough: fetch failed; refreshing metadata", "broker", ls.l.broker, "err", err)
-		pl.needMeta = true
 		ls.retryAt = time.Now().Add(200 * time.Millisecond)
+		return true
 	}
+	return false
 }
 
 // fetchedPart is one partition of a fetch answer and what the broker
@@ -284,16 +327,16 @@ type fetchedPart struct {
 	rp *kmsg.FetchResponseTopicPartition
 }
 
-// answeredPartsLocked returns the partitions of fr with what the broker
+// answeredLocked returns the partitions of fr with what the broker
 // fetched each from: what this fetch listed, or else what the session
 // held. A partition known under another topic ID is left out.
-func (pl *Pipeline) answeredPartsLocked(ls *laneState, plan *fetchPlan, fr *kmsg.FetchResponse) []fetchedPart {
+func (f *fetcher) answeredLocked(ls *laneState, plan *fetchPlan, fr *kmsg.FetchResponse) []fetchedPart {
 	var gots []fetchedPart
 	for i := range fr.Topics {
 		t := &fr.Topics[i]
 		topic := t.Topic
 		if topic == "" {
-			topic = pl.srcNames[t.TopicID]
+			topic = f.srcNames[t.TopicID]
 		}
 		for j := range t.Partitions {
 			rp := &t.Partitions[j]
@@ -305,7 +348,7 @@ func (pl *Pipeline) answeredPartsLocked(ls *laneState, plan *fetchPlan, fr *kmsg
 			if !ok || (t.TopicID != [16]byte{} && e.topicID != [16]byte{} && t.TopicID != e.topicID) {
 				continue
 			}
-			gots = append(gots, fetchedPart{fetchAsk{p: e.p, offset: e.offset, gen: e.gen, maxBytes: e.p.maxBytes}, rp})
+			gots = append(gots, fetchedPart{fetchAsk{p: e.p, offset: e.offset, gen: e.gen, maxBytes: int(e.p.maxBytes.Load())}, rp})
 		}
 	}
 	return gots
@@ -314,26 +357,26 @@ func (pl *Pipeline) answeredPartsLocked(ls *laneState, plan *fetchPlan, fr *kmsg
 // sessionAnsweredLocked brings the lane's session up to date after a
 // fetch answered with n partitions (quiet: the lane's empty answers in a
 // row before it).
-func (pl *Pipeline) sessionAnsweredLocked(ls *laneState, plan *fetchPlan, fr *kmsg.FetchResponse, quiet, n int) {
+func (f *fetcher) sessionAnsweredLocked(ls *laneState, plan *fetchPlan, fr *kmsg.FetchResponse, quiet, n int) {
 	switch {
 	case plan.close || ls.noSess || fr.Version < 7 || fr.SessionID == 0:
 		// No session on the broker (it also ends one that has no
 		// partition left): the next fetch lists every partition again
 		// (and asks for a session, if it may).
 		for tp := range plan.listed {
-			if pl.sessOf[tp] == ls {
-				delete(pl.sessOf, tp)
+			if f.sessOf[tp] == ls {
+				delete(f.sessOf, tp)
 			}
 		}
-		pl.resetLocked(ls)
+		f.resetLocked(ls)
 		ls.id = 0
 		if fr.Version < 7 && !ls.noSess {
 			ls.noSess = true
-			pl.cfg.Log.Debug("passthrough: the source broker has no fetch sessions", "broker", ls.l.broker, "version", fr.Version)
+			f.log.Debug("passthrough: the source broker has no fetch sessions", "broker", ls.l.broker, "version", fr.Version)
 		}
 	default:
 		if plan.epoch > 0 {
-			pl.stats.incremental++
+			f.stats.incremental++
 			if n == 0 {
 				ls.quiet = min(quiet+1, idleFetches)
 			}
@@ -344,8 +387,8 @@ func (pl *Pipeline) sessionAnsweredLocked(ls *laneState, plan *fetchPlan, fr *km
 		}
 		for _, tp := range plan.forgot {
 			delete(ls.sess, tp)
-			if pl.sessOf[tp] == ls {
-				delete(pl.sessOf, tp)
+			if f.sessOf[tp] == ls {
+				delete(f.sessOf, tp)
 			}
 		}
 	}
@@ -403,7 +446,7 @@ func (pl *Pipeline) fetched(ctx context.Context, a fetchAsk, rp *kmsg.FetchRespo
 			errors.Is(err, kerr.LeaderNotAvailable), errors.Is(err, kerr.ReplicaNotAvailable),
 			errors.Is(err, kerr.KafkaStorageError), errors.Is(err, kerr.OffsetNotAvailable),
 			errors.Is(err, kerr.UnknownTopicID), errors.Is(err, kerr.InconsistentTopicID):
-			pl.needMeta = true
+			pl.needMeta.Store(true)
 			p.retryAt = time.Now().Add(100 * time.Millisecond)
 		default:
 			pl.Logs.Warn(pl.cfg.Log, "fetch error|"+err.Error(), "fetch error", "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)

@@ -26,14 +26,17 @@ func idlePipeline() (*Pipeline, *laneState) {
 	pl.Assign(ps)
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	pl.pid, pl.needMeta, pl.lastMeta = 1, false, time.Now().Add(time.Hour)
+	pl.pid, pl.lastMeta = 1, time.Now().Add(time.Hour)
+	pl.needMeta.Store(false)
 	for _, p := range pl.parts {
 		p.next, p.srcLeader, p.tgtLeader = 0, 1, 1
 		p.srcID[0] = 1
 	}
 	clear(pl.unresolved)
+	pl.fetcher.mu.Lock()
+	defer pl.fetcher.mu.Unlock()
 	pl.settleLocked(time.Now())
-	return pl, pl.lanes[lane{1, 0}]
+	return pl, pl.fetcher.lanes[lane{1, 0}]
 }
 
 // BenchmarkIdlePass is one pass of the request loop (maintain, fetches,
@@ -62,6 +65,8 @@ func BenchmarkIdleFetchRequest(b *testing.B) {
 			pl, ls := idlePipeline()
 			pl.mu.Lock()
 			defer pl.mu.Unlock()
+			pl.fetcher.mu.Lock()
+			defer pl.fetcher.mu.Unlock()
 			if !full {
 				_, plan := pl.buildFetchLocked(ls)
 				maps := plan.listed
@@ -78,7 +83,7 @@ func BenchmarkIdleFetchRequest(b *testing.B) {
 				size = len(req.AppendTo(nil))
 				if !full {
 					for tp := range plan.listed {
-						delete(pl.sessOf, tp)
+						delete(pl.fetcher.sessOf, tp)
 					}
 				}
 			}
@@ -140,13 +145,13 @@ func TestQuiet(t *testing.T) {
 		{"lane not fetching", func(_ *Pipeline, ls *laneState, _ *partition) { ls.fetching = false }, false},
 		{"lane not fetching, paused", func(pl *Pipeline, ls *laneState, _ *partition) { ls.fetching = false; pl.SetPaused(true) }, true},
 		{"lane backing off", func(_ *Pipeline, ls *laneState, _ *partition) { ls.retryAt = now.Add(time.Second) }, false},
-		{"partition backing off", func(pl *Pipeline, _ *laneState, p *partition) { pl.waiting[p] = struct{}{} }, false},
+		{"partition backing off", func(pl *Pipeline, _ *laneState, p *partition) { pl.fetcher.waiting[p] = struct{}{} }, false},
 		{"partition changed", func(pl *Pipeline, _ *laneState, p *partition) { pl.touchLocked(p) }, false},
 		{"batches to send", func(pl *Pipeline, _ *laneState, p *partition) { pl.sendable[p] = struct{}{} }, false},
-		{"produce in flight", func(pl *Pipeline, _ *laneState, _ *partition) { pl.produceIn = 1 }, false},
+		{"produce in flight", func(pl *Pipeline, _ *laneState, _ *partition) { pl.producer.produceIn = 1 }, false},
 		{"start offset unknown", func(pl *Pipeline, _ *laneState, p *partition) { pl.unresolved[p] = struct{}{} }, false},
 		{"out of range", func(pl *Pipeline, _ *laneState, p *partition) { pl.oor[p] = struct{}{} }, false},
-		{"metadata wanted", func(pl *Pipeline, _ *laneState, _ *partition) { pl.needMeta = true }, false},
+		{"metadata wanted", func(pl *Pipeline, _ *laneState, _ *partition) { pl.needMeta.Store(true) }, false},
 		{"no producer ID", func(pl *Pipeline, _ *laneState, _ *partition) { pl.pid = -1 }, false},
 		{"exactly-once", func(pl *Pipeline, _ *laneState, _ *partition) { pl.cfg.TransactionalID = "t" }, false},
 	} {

@@ -100,7 +100,7 @@ func errorResponse(pr *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
 // run copies the records and checks that the target holds exactly the
 // source's records, in order, once each. It returns the pipeline's stats
 // and how many produce requests the pipeline sent.
-func (fc *faultCopy) run(t *testing.T) (stats, int64) {
+func (fc *faultCopy) run(t *testing.T) (allStats, int64) {
 	t.Helper()
 	n := fc.records
 	if n == 0 {
@@ -310,9 +310,7 @@ func (fc *faultCopy) run(t *testing.T) (stats, int64) {
 			}
 		})
 	}
-	pl.mu.Lock()
-	st := pl.stats
-	pl.mu.Unlock()
+	st := pl.allStats()
 	t.Logf("%d produce requests; at most %d batches of a partition in flight, %d errors on later batches, %d producer IDs; %d incremental fetches, %d session resets; %d transactions committed",
 		calls.Load(), st.maxInflight, st.laterErrs, st.pids, st.incremental, st.resets, fc.commits.Load())
 	return st, calls.Load()
@@ -797,4 +795,18 @@ func (fc *faultCopy) targetState(ctx context.Context, dst *kfake.Cluster) string
 		}
 	}
 	return b.String()
+}
+
+// allStats is what the Pipeline's sides counted.
+type allStats struct {
+	stats
+	fetchStats
+}
+
+func (pl *Pipeline) allStats() allStats {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.fetcher.mu.Lock()
+	defer pl.fetcher.mu.Unlock()
+	return allStats{pl.stats, pl.fetcher.stats}
 }

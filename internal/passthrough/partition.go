@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,7 +94,9 @@ type partProduce struct {
 	aloneUntil int64
 	tgtLeader  int32
 	tgtID      [16]byte
-	maxBytes   int // target max.message.bytes
+	// maxBytes is the target's max.message.bytes; the fetcher reads it
+	// without pl.mu.
+	maxBytes atomic.Int64
 }
 
 // outBatch is one v2 batch on its way to the target.
@@ -169,9 +172,10 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 			recordCount: m.RecordCount.With(l), byteCount: m.ByteCount.With(l),
 			recordAge: m.RecordAgeMs.With(l), latency: m.ReplicationLatencyMs.With(l),
 			Ledger:      datapath.NewLedger(),
-			partFetch:   partFetch{next: -1, base: -1, fromStart: fromStart, srcLeader: -1, lane: datapath.Lane(a.TP, len(pl.sources))},
-			partProduce: partProduce{tgtLeader: -1, aloneUntil: -1, maxBytes: defaultMaxMessageBytes},
+			partFetch:   partFetch{next: -1, base: -1, fromStart: fromStart, srcLeader: -1, lane: datapath.Lane(a.TP, len(pl.fetcher.sources))},
+			partProduce: partProduce{tgtLeader: -1, aloneUntil: -1},
 		}
+		p.maxBytes.Store(defaultMaxMessageBytes)
 		from := "log start"
 		switch saved, ok := pl.cfg.Progress.Get(a.TP); {
 		case fromStart:
@@ -202,7 +206,7 @@ func (pl *Pipeline) assign(ps []datapath.Partition, fromStart bool) {
 		if p.next < 0 {
 			pl.unresolved[p] = struct{}{}
 		}
-		pl.needMeta = true
+		pl.needMeta.Store(true)
 		pl.cfg.Log.Info("replicating partition (passthrough)", "topic", a.TP.Topic, "partition", a.TP.Partition, "remote", a.Remote, "from", from)
 	}
 	pl.mu.Unlock()
@@ -513,7 +517,7 @@ func (pl *Pipeline) Restart(_ context.Context, tp progress.TP) bool {
 	p.retryAt = time.Time{}
 	p.srcLeader = -1
 	pl.touchLocked(p)
-	pl.needMeta = true
+	pl.needMeta.Store(true)
 	pl.mu.Unlock()
 	pl.wake()
 	return true

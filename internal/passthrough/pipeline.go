@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -148,11 +149,10 @@ type Config struct {
 // Pipeline runs the passthrough path of one flow.
 type Pipeline struct {
 	datapath.Core
-	cfg      Config
-	autoPart bool // PartitionMaxBytes adapts to the partitions per fetch
-	tadm     *kadm.Client
-	dec      kgo.Decompressor
-	enc      *encoder // the source codec again, at the fastest levels
+	cfg  Config
+	tadm *kadm.Client
+	dec  kgo.Decompressor
+	enc  *encoder // the source codec again, at the fastest levels
 	// codec is Config.Codec's codec, or -1 to keep the source's; encTo
 	// encodes it.
 	codec int8
@@ -166,13 +166,13 @@ type Pipeline struct {
 	stopping context.Context
 	stopNow  context.CancelFunc
 
-	// mu guards the fields below, those of the three sides embedded
-	// here, and the fields of every partition: the lock is one for now
-	// (DESIGN.md, lock order).
+	// mu is the partition table's lock: it guards the fields below,
+	// produceSide and txnSide embedded here, and the fields of every
+	// partition but those fetcher owns. fetcher and producer have locks
+	// of their own, taken after mu or alone (DESIGN.md, lock order).
 	mu       sync.Mutex
 	parts    map[progress.TP]*partition
 	sorted   []*partition // parts by topic and partition, for Status; nil after parts changed
-	needMeta bool
 	lastMeta time.Time
 	// The partitions maintain looks at: unresolved (no position) and
 	// oor (out of range); moved, those whose progress may differ from
@@ -180,45 +180,53 @@ type Pipeline struct {
 	unresolved, oor, moved map[*partition]struct{}
 	buffered               int64 // bytes of queued batches
 	stats                  stats
+	// needMeta asks the next pass for a metadata refresh; any side sets it.
+	needMeta atomic.Bool
 	// legacySeen holds the partitions already logged as having message
 	// format v0/v1 (legacy.go).
 	legacySeen sync.Map
 
-	fetchSide   // fetch.go, session.go
-	produceSide // produce.go
-	txnSide     // txn.go, slot.go
+	fetcher     fetcher  // fetch.go, session.go: its own lock
+	producer    producer // produce.go: requests in flight, its own lock
+	produceSide          // produce.go: the producer ID, under mu
+	txnSide              // txn.go, slot.go
 }
 
-// fetchSide is the Pipeline's state of fetching from the source: the
-// clients of its lanes and their fetch sessions.
-type fetchSide struct {
-	sources   []*kgo.Client // Source, then MoreSources: one per lane
-	lanes     map[lane]*laneState
-	sessOf    map[progress.TP]*laneState // the lane whose fetch session holds a partition
-	srcNames  map[[16]byte]string        // source topic IDs
-	fetchesIn int
-	// The partitions a fetch pass looks at (session.go).
-	dirty, waiting map[*partition]struct{}
-}
-
-// produceSide is the Pipeline's state of producing to the target: the
-// idempotent producer and the requests in flight per broker.
+// produceSide is the idempotent producer's ID and the partitions a
+// produce pass looks at. They go with the partitions' sequences, so mu
+// guards them: a new producer ID resets every sequence in the same
+// section (newProducerLocked).
 type produceSide struct {
 	pid     int64 // idempotent producer (not exactly-once): -1 until InitProducerID answered
 	epoch   int16
 	needPID bool
 	// sendable holds the partitions a produce pass looks at: queued
 	// batches or a stop to make.
-	sendable  map[*partition]struct{}
+	sendable map[*partition]struct{}
+	// seqs keeps, per partition that left the Pipeline, its producer
+	// and next sequence: given back, it goes on from there (assign).
+	seqs map[progress.TP]seqMark
+}
+
+// producer is the produce side toward the target brokers: the requests
+// in flight per broker (and transaction) and the order they are issued
+// in. Its mu guards its fields; it is taken after pl.mu or alone, and
+// no other lock is taken under it.
+type producer struct {
+	mu        sync.Mutex
 	producing map[lineKey]int // produce requests in flight
 	produceIn int
 	// issued is, per target broker, closed once the last produce request
 	// issued to it is queued in franz-go: the next waits for it, so
 	// requests reach a broker in the order they were built.
 	issued map[int32]chan struct{}
-	// seqs keeps, per partition that left the Pipeline, its producer
-	// and next sequence: given back, it goes on from there (assign).
-	seqs map[progress.TP]seqMark
+}
+
+// inFlight returns the produce requests in flight.
+func (pr *producer) inFlight() int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.produceIn
 }
 
 // seqMark is where a partition's sequences stood when it left.
@@ -228,22 +236,22 @@ type seqMark struct {
 	next  int32
 }
 
-// txnSide is the Pipeline's exactly-once state.
+// txnSide is the Pipeline's exactly-once state. The map and each
+// transaction's data-path fields are the partition table's (pl.mu); a
+// transaction's commits have its own commitMu; fatal is atomic.
 type txnSide struct {
-	// txns are the transactions by slot (0 without slots); fatal is
-	// what stopped the Pipeline for good.
-	txns  map[int]*txnState
-	fatal error
+	// txns are the transactions by slot (0 without slots).
+	txns map[int]*txnState
+	// fatal is what stopped the Pipeline for good.
+	fatal atomic.Pointer[error]
 }
 
-// stats count what tests want to know happened; pl.mu guards them.
+// stats count what tests want to know happened; pl.mu guards them
+// (fetchStats: the fetcher's lock).
 type stats struct {
 	maxInflight int // most batches of one partition in flight at once
 	laterErrs   int // errors on batches that were not the oldest unacknowledged
 	pids        int // producer IDs obtained
-	incremental int // fetches answered in a session (epoch > 0)
-	forgotten   int // partitions fetches had the broker forget
-	resets      int // fetch sessions reset after an error
 }
 
 // New returns a Pipeline; call Run to start it.
@@ -271,7 +279,6 @@ func New(cfg Config) *Pipeline {
 			Progress: cfg.Progress, Syncs: cfg.Syncs, Metrics: cfg.Metrics, Log: cfg.Log,
 		},
 		cfg:        cfg,
-		autoPart:   auto,
 		tadm:       tadm,
 		dec:        decompressorOf(cfg.Source),
 		enc:        newEncoder(true),
@@ -282,7 +289,9 @@ func New(cfg Config) *Pipeline {
 		unresolved: make(map[*partition]struct{}),
 		oor:        make(map[*partition]struct{}),
 		moved:      make(map[*partition]struct{}),
-		fetchSide: fetchSide{
+		fetcher: fetcher{
+			maxBytes: cfg.FetchMaxBytes, partMaxBytes: cfg.PartitionMaxBytes, autoPart: auto,
+			maxWait: cfg.FetchMaxWait, log: cfg.Log,
 			sources:  append([]*kgo.Client{cfg.Source}, cfg.MoreSources...),
 			lanes:    make(map[lane]*laneState),
 			sessOf:   make(map[progress.TP]*laneState),
@@ -290,12 +299,14 @@ func New(cfg Config) *Pipeline {
 			dirty:    make(map[*partition]struct{}),
 			waiting:  make(map[*partition]struct{}),
 		},
-		produceSide: produceSide{
-			pid:       -1,
+		producer: producer{
 			issued:    make(map[int32]chan struct{}),
-			sendable:  make(map[*partition]struct{}),
 			producing: make(map[lineKey]int),
-			seqs:      make(map[progress.TP]seqMark),
+		},
+		produceSide: produceSide{
+			pid:      -1,
+			sendable: make(map[*partition]struct{}),
+			seqs:     make(map[progress.TP]seqMark),
 		},
 	}
 	pl.stopping, pl.stopNow = context.WithCancel(context.Background())
@@ -409,7 +420,7 @@ func (pl *Pipeline) Run(ctx context.Context, drain time.Duration) error {
 	}
 	pcancel()
 	pl.wg.Wait()
-	pl.closeSessions()
+	pl.fetcher.closeSessions()
 	cctx, ccancel := context.WithTimeout(context.Background(), max(drain/2, 5*time.Second))
 	defer ccancel()
 	return errors.Join(drainErr, pl.Commit(cctx))
@@ -427,26 +438,19 @@ const (
 // to come (a retry, a backoff) or for a pass to send what it has: every
 // other change comes with a wake. Exactly-once is never quiet.
 func (pl *Pipeline) quiet(now time.Time) bool {
-	paused := pl.Paused()
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if pl.eos() || pl.produceIn > 0 || pl.pid < 0 || pl.needPID || pl.needMeta ||
-		len(pl.dirty)+len(pl.waiting)+len(pl.sendable)+len(pl.unresolved)+len(pl.oor) > 0 {
+	if pl.eos() || pl.needMeta.Load() || pl.producer.inFlight() > 0 || !pl.fetcher.quiet(now, pl.Paused()) {
 		return false
 	}
-	for _, ls := range pl.lanes {
-		if now.Before(ls.retryAt) || !paused && !ls.fetching && len(ls.want) > 0 {
-			return false
-		}
-	}
-	return true
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.pid >= 0 && !pl.needPID && len(pl.sendable)+len(pl.unresolved)+len(pl.oor) == 0
 }
 
 // idle reports whether nothing is in flight and nothing waits to be sent.
 func (pl *Pipeline) idle() bool {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	if pl.produceIn > 0 {
+	if pl.producer.inFlight() > 0 {
 		return false
 	}
 	for p := range pl.sendable {
@@ -462,8 +466,8 @@ func (pl *Pipeline) idle() bool {
 // and aborting transactions run in the background, until bg ends.
 func (pl *Pipeline) maintain(ctx, bg context.Context) {
 	pl.mu.Lock()
-	needPID := !pl.eos() && (pl.pid < 0 || pl.needPID) && pl.produceIn == 0
-	needMeta := pl.needMeta || time.Since(pl.lastMeta) > 30*time.Second
+	needPID := !pl.eos() && (pl.pid < 0 || pl.needPID) && pl.producer.inFlight() == 0
+	needMeta := pl.needMeta.Load() || time.Since(pl.lastMeta) > 30*time.Second
 	var resolve, oor []*partition
 	for p := range pl.unresolved {
 		if pl.parts[p.tp] != p || p.stopped || p.revoked || p.next >= 0 {
@@ -540,8 +544,7 @@ func (pl *Pipeline) newProducerLocked(pid int64, epoch int16) {
 // learn of brokers new to them.
 func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	pl.mu.Lock()
-	periodic := !pl.needMeta
-	pl.needMeta = false
+	periodic := !pl.needMeta.Swap(false)
 	pl.lastMeta = time.Now()
 	srcSet, dstSet := map[string]bool{}, map[string]bool{}
 	for _, p := range pl.parts {
@@ -560,9 +563,7 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 		if ctx.Err() == nil {
 			pl.Logs.Warn(pl.cfg.Log, "metadata|"+err.Error(), "passthrough: metadata refresh failed; retrying", "err", err)
 		}
-		pl.mu.Lock()
-		pl.needMeta = true
-		pl.mu.Unlock()
+		pl.needMeta.Store(true)
 		return
 	}
 	if err3 != nil {
@@ -570,9 +571,7 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	for name, t := range src {
-		pl.srcNames[t.TopicID] = name
-	}
+	pl.fetcher.learnNames(src)
 	for _, p := range pl.parts {
 		was := [...]int32{p.srcLeader, p.srcEpoch}
 		wasID := p.srcID
@@ -602,10 +601,10 @@ func (pl *Pipeline) refreshMetadata(ctx context.Context) {
 			}
 		}
 		if n, ok := maxBytes[p.remote]; ok {
-			p.maxBytes = n
+			p.maxBytes.Store(int64(n))
 		}
 		if p.srcLeader < 0 || p.tgtLeader < 0 {
-			pl.needMeta = true // try again soon
+			pl.needMeta.Store(true) // try again soon
 		}
 	}
 }

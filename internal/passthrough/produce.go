@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -42,6 +43,12 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 	}
 	now := time.Now()
 	byKey := map[lineKey][]*building{}
+	// Only this loop adds requests; answers take them away meanwhile,
+	// so the count copied here is at most one pass late.
+	pr := &pl.producer
+	pr.mu.Lock()
+	busy := maps.Clone(pr.producing)
+	pr.mu.Unlock()
 	for p := range pl.sendable {
 		if pl.parts[p.tp] != p || (len(p.queue) == 0 && (p.stopAfter == nil || p.stopped)) {
 			delete(pl.sendable, p)
@@ -53,19 +60,21 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 		if p.stopped || p.revoked || p.blocked || p.inflight >= partInflight || len(p.queue) == 0 || p.tgtLeader < 0 || now.Before(p.retryAt) {
 			continue
 		}
-		pl.fillLocked(p, now, byKey)
+		pl.fillLocked(p, now, byKey, busy)
 	}
+	pr.mu.Lock()
 	for k, reqs := range byKey {
 		for _, r := range reqs {
-			prev := pl.issued[k.broker]
+			prev := pr.issued[k.broker]
 			next := make(chan struct{})
-			pl.issued[k.broker] = next
-			pl.producing[k]++
-			pl.produceIn++
+			pr.issued[k.broker] = next
+			pr.producing[k]++
+			pr.produceIn++
 			pl.wg.Add(1)
 			go pl.produce(ctx, k.broker, k.txn, r.ss, prev, next)
 		}
 	}
+	pr.mu.Unlock()
 	pl.mu.Unlock()
 }
 
@@ -77,8 +86,9 @@ type building struct {
 
 // fillLocked gives p's unsent batches, in queue order, each a sequence
 // (once) and a place in the requests being built to its target broker
-// (byKey), as far as p's and the broker's in-flight limits allow.
-func (pl *Pipeline) fillLocked(p *partition, now time.Time, byKey map[lineKey][]*building) {
+// (byKey), as far as p's and the broker's in-flight limits allow (busy:
+// the requests in flight per broker).
+func (pl *Pipeline) fillLocked(p *partition, now time.Time, byKey map[lineKey][]*building, busy map[lineKey]int) {
 	pid, epoch, retriesOnly := pl.pid, pl.epoch, false
 	if t := p.txn; t != nil {
 		if t.pid < 0 || t.failed != nil || !t.live() || !t.added[progress.TP{Topic: p.remote, Partition: p.tp.Partition}] {
@@ -114,7 +124,7 @@ func (pl *Pipeline) fillLocked(p *partition, now time.Time, byKey map[lineKey][]
 			at++
 		}
 		if at == len(reqs) {
-			if pl.producing[k]+len(reqs) >= brokerInflight {
+			if busy[k]+len(reqs) >= brokerInflight {
 				break
 			}
 			reqs = append(reqs, &building{})
@@ -216,10 +226,11 @@ func (pl *Pipeline) produce(ctx context.Context, broker int32, t *txnState, ss [
 		}
 		pl.produced(s, rp, rerr)
 	}
-	pl.mu.Lock()
-	pl.producing[lineKey{broker, t}]--
-	pl.produceIn--
-	pl.mu.Unlock()
+	pr := &pl.producer
+	pr.mu.Lock()
+	pr.producing[lineKey{broker, t}]--
+	pr.produceIn--
+	pr.mu.Unlock()
 	pl.wake()
 }
 
@@ -426,7 +437,7 @@ func (pl *Pipeline) retryLocked(p *partition, b *outBatch, idx int, rp *kmsg.Pro
 		pl.needPID = true
 	}
 	if kafkaerr.IsAny(err, metaErrs) || rp == nil {
-		pl.needMeta = true
+		pl.needMeta.Store(true)
 	}
 	if kafkaerr.TopicGone(err) {
 		gone = p.remote

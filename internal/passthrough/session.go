@@ -18,13 +18,13 @@ import (
 // never moves a session partition's offset by itself: the offset kept
 // here for it (sessPart) is what the broker fetches it from.
 //
-// A partition is in at most one lane's session (pl.sessOf): one that
+// A partition is in at most one lane's session (fetcher.sessOf): one that
 // moves to another lane joins the new session once the old one forgot it.
 //
 // The sets below keep a pass of the request loop in proportion to the
-// partitions that changed, not to those assigned: pl.dirty holds the
-// partitions whose fetch state changed since the last pass (touchLocked),
-// pl.waiting those whose retryAt is ahead.
+// partitions that changed, not to those assigned: fetcher.dirty holds
+// the partitions whose fetch state changed since the last pass
+// (touchLocked), fetcher.waiting those whose retryAt is ahead.
 
 // laneState is one lane: the partitions it carries, those that may fetch
 // now, and its fetch session on the broker.
@@ -57,11 +57,11 @@ const (
 )
 
 // fetchWait is the MaxWait of ls's next fetch.
-func (pl *Pipeline) fetchWait(ls *laneState) time.Duration {
+func (f *fetcher) fetchWait(ls *laneState) time.Duration {
 	if ls.quiet >= idleFetches {
-		return max(pl.cfg.FetchMaxWait, idleFetchWait)
+		return max(f.maxWait, idleFetchWait)
 	}
-	return pl.cfg.FetchMaxWait
+	return f.maxWait
 }
 
 // sessPart is a partition as a fetch session holds it.
@@ -79,37 +79,70 @@ func (ls *laneState) entry(p *partition) sessPart {
 }
 
 // laneLocked returns the state of lane l, made on first use.
-func (pl *Pipeline) laneLocked(l lane) *laneState {
-	ls := pl.lanes[l]
+func (f *fetcher) laneLocked(l lane) *laneState {
+	ls := f.lanes[l]
 	if ls == nil {
 		ls = &laneState{l: l, members: map[*partition]struct{}{}, want: map[progress.TP]*partition{},
-			pending: map[progress.TP]struct{}{}, sess: map[progress.TP]sessPart{}, partBytes: pl.partitionBytes(0)}
-		pl.lanes[l] = ls
+			pending: map[progress.TP]struct{}{}, sess: map[progress.TP]sessPart{}, partBytes: f.partitionBytes(0)}
+		f.lanes[l] = ls
 	}
 	return ls
 }
 
-// touchLocked has the next pass look at p's fetch state again. Call it
-// whenever what decides whether and how p fetches changes: position,
-// leader, errors, queued bytes, stop or revocation.
-func (pl *Pipeline) touchLocked(p *partition) { pl.dirty[p] = struct{}{} }
+// touchLocked has the next pass look at p's fetch state again. Call it,
+// with pl.mu held, whenever what decides whether and how p fetches
+// changes: position, leader, errors, queued bytes, stop or revocation. It
+// takes fetcher.mu.
+func (pl *Pipeline) touchLocked(p *partition) {
+	f := &pl.fetcher
+	f.mu.Lock()
+	f.dirty[p] = struct{}{}
+	f.mu.Unlock()
+}
 
-// settleLocked brings the lanes' sets up to date with the partitions
-// touched since the last pass and those whose retry time came.
-func (pl *Pipeline) settleLocked(now time.Time) {
-	for p := range pl.waiting {
-		if !now.Before(p.retryAt) {
-			delete(pl.waiting, p)
-			pl.dirty[p] = struct{}{}
+// quiet reports whether no partition waits to be looked at and no lane
+// waits for a retry time or a pass to fetch (paused: fetches wait).
+func (f *fetcher) quiet(now time.Time, paused bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.dirty)+len(f.waiting) > 0 {
+		return false
+	}
+	for _, ls := range f.lanes {
+		if now.Before(ls.retryAt) || !paused && !ls.fetching && len(ls.want) > 0 {
+			return false
 		}
 	}
-	if len(pl.dirty) == 0 {
+	return true
+}
+
+// learnNames notes the source topics' IDs of a metadata answer.
+func (f *fetcher) learnNames(topics map[string]*kmsg.MetadataResponseTopic) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, t := range topics {
+		f.srcNames[t.TopicID] = name
+	}
+}
+
+// settleLocked brings the lanes' sets up to date with the partitions
+// touched since the last pass and those whose retry time came. pl.mu
+// and fetcher.mu are held.
+func (pl *Pipeline) settleLocked(now time.Time) {
+	f := &pl.fetcher
+	for p := range f.waiting {
+		if !now.Before(p.retryAt) {
+			delete(f.waiting, p)
+			f.dirty[p] = struct{}{}
+		}
+	}
+	if len(f.dirty) == 0 {
 		return
 	}
-	for p := range pl.dirty {
+	for p := range f.dirty {
 		var m *laneState
 		if pl.parts[p.tp] == p && !p.stopped && !p.revoked && p.srcLeader >= 0 {
-			m = pl.laneLocked(lane{p.srcLeader, p.lane})
+			m = f.laneLocked(lane{p.srcLeader, p.lane})
 		}
 		if m != p.member {
 			if p.member != nil {
@@ -123,27 +156,27 @@ func (pl *Pipeline) settleLocked(now time.Time) {
 	}
 	// A lane's share of a fetch per partition follows the number of
 	// partitions it carries.
-	for _, ls := range pl.lanes {
-		if b := pl.partitionBytes(len(ls.members)); b != ls.partBytes {
+	for _, ls := range f.lanes {
+		if b := f.partitionBytes(len(ls.members)); b != ls.partBytes {
 			ls.partBytes = b
 			for p := range ls.members {
-				pl.dirty[p] = struct{}{}
+				f.dirty[p] = struct{}{}
 			}
 		}
 	}
-	for p := range pl.dirty {
+	for p := range f.dirty {
 		pl.placeLocked(p, now)
 	}
-	clear(pl.dirty)
+	clear(f.dirty)
 }
 
 // placeLocked puts p in the want set of its lane if it may fetch now,
-// and out of any other.
+// and out of any other. pl.mu and fetcher.mu are held.
 func (pl *Pipeline) placeLocked(p *partition, now time.Time) {
 	var w *laneState
 	if m := p.member; m != nil && p.stopAfter == nil && !p.outOfRange && p.next >= 0 && p.queued < 4*int64(m.partBytes) {
 		if now.Before(p.retryAt) {
-			pl.waiting[p] = struct{}{}
+			pl.fetcher.waiting[p] = struct{}{}
 		} else {
 			w = m
 		}
@@ -164,10 +197,10 @@ func (pl *Pipeline) placeLocked(p *partition, now time.Time) {
 // resetLocked ends ls's session on this side: the next fetch starts a
 // new one (with the same ID, which makes the broker drop the old one) and
 // lists every partition that may fetch.
-func (pl *Pipeline) resetLocked(ls *laneState) {
+func (f *fetcher) resetLocked(ls *laneState) {
 	for tp := range ls.sess {
-		if pl.sessOf[tp] == ls {
-			delete(pl.sessOf, tp)
+		if f.sessOf[tp] == ls {
+			delete(f.sessOf, tp)
 		}
 	}
 	clear(ls.sess)
@@ -186,27 +219,27 @@ func nextEpoch(e int32) int32 {
 // closeSessions ends the lanes' fetch sessions on their brokers, which
 // would otherwise keep them in their session caches until evicted. It
 // runs once nothing else fetches.
-func (pl *Pipeline) closeSessions() {
+func (f *fetcher) closeSessions() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
-	pl.mu.Lock()
-	for _, ls := range pl.lanes {
+	f.mu.Lock()
+	for _, ls := range f.lanes {
 		if ls.id == 0 || ls.noSess {
 			continue
 		}
 		req := kmsg.NewPtrFetchRequest()
 		req.SessionID, req.SessionEpoch = ls.id, -1
-		req.MaxBytes, req.MinBytes, req.IsolationLevel = pl.cfg.FetchMaxBytes, 1, 1
-		pl.resetLocked(ls)
+		req.MaxBytes, req.MinBytes, req.IsolationLevel = f.maxBytes, 1, 1
+		f.resetLocked(ls)
 		ls.id = 0
-		br := pl.sources[ls.l.client].Broker(int(ls.l.broker))
+		br := f.sources[ls.l.client].Broker(int(ls.l.broker))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			_, _ = br.Request(ctx, req) // the broker evicts it anyway
 		}()
 	}
-	pl.mu.Unlock()
+	f.mu.Unlock()
 	wg.Wait()
 }

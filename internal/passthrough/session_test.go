@@ -145,11 +145,7 @@ func TestFetchSessionOnBroker(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	stats := func() stats {
-		pl.mu.Lock()
-		defer pl.mu.Unlock()
-		return pl.stats
-	}
+	stats := pl.allStats
 	copied(per)
 	first := sizes.take()
 	st := stats()
@@ -182,15 +178,15 @@ func TestFetchSessionOnBroker(t *testing.T) {
 		for try := 0; ; try++ {
 			pl.Pause(true)
 			for wait := 0; wait < 100; wait++ { // in-flight fetches end within MaxWait
-				pl.mu.Lock()
+				pl.fetcher.mu.Lock()
 				n := 0
-				for _, ls := range pl.lanes {
+				for _, ls := range pl.fetcher.lanes {
 					if !ls.fetching && ls.epoch > 0 {
 						how(ls)
 						n++
 					}
 				}
-				pl.mu.Unlock()
+				pl.fetcher.mu.Unlock()
 				if n > 0 {
 					pl.Pause(false)
 					return

@@ -243,8 +243,8 @@ func (pl *Pipeline) fence(t *txnState, err error) {
 				stopped++
 			}
 		}
-	} else if pl.fatal == nil {
-		pl.fatal = err
+	} else {
+		pl.fatal.CompareAndSwap(nil, &err)
 	}
 	pl.mu.Unlock()
 	if m := pl.cfg.Metrics; m != nil {
@@ -272,9 +272,10 @@ func (pl *Pipeline) Fatal() error {
 	if !pl.eos() {
 		return nil
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return pl.fatal
+	if err := pl.fatal.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // failTxnLocked marks t's open transaction for abort.
@@ -451,7 +452,7 @@ func (pl *Pipeline) txnSettledLocked(t *txnState) bool {
 // with nil), at once, each with the progress of its partitions.
 func (pl *Pipeline) txnCommit(ctx context.Context, only func(*txnState) bool) error {
 	pl.mu.Lock()
-	if err := pl.fatal; err != nil {
+	if err := pl.Fatal(); err != nil {
 		pl.mu.Unlock()
 		return err
 	}
