@@ -59,120 +59,167 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd, args := args[0], args[1:]
 	fs := flag.NewFlagSet("kafka-local "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", filepath.Join(root, ".run", "local"), "run folder")
+	c := &command{ctx: ctx, name: cmd, root: root, fs: fs, stdout: stdout, stderr: stderr}
+	c.dir = fs.String("dir", filepath.Join(root, ".run", "local"), "run folder")
 	switch cmd {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	case "libs":
-		if fs.Parse(args) != nil {
-			return 2
-		}
-		libs, err := kafkalocal.ResolveLibs(ctx, root, stderr)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		fmt.Fprintln(stdout, libs)
-		return 0
+		return c.libs(args)
 	case "up":
-		clusters := fs.Int("clusters", 1, "number of clusters")
-		nodes := fs.Int("nodes", 1, "nodes per cluster")
-		secure := fs.Bool("secure", false, "add a SASL_SSL listener with SCRAM-SHA-512/PLAIN users and ACLs")
-		timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for the clusters")
-		version := fs.String("version", kafkalocal.KafkaVersion, "Kafka release to start (older ones: docs/compatibility.md)")
-		config := map[string]string{}
-		fs.Func("config", "extra broker setting k=v (repeatable)", func(s string) error {
-			k, v, ok := strings.Cut(s, "=")
-			if !ok {
-				return fmt.Errorf("want k=v, got %q", s)
-			}
-			config[k] = v
-			return nil
-		})
-		if fs.Parse(args) != nil {
-			return 2
-		}
-		libs, err := kafkalocal.ResolveVersionLibs(ctx, root, *version, stderr)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		start := time.Now()
-		r, err := kafkalocal.Up(ctx, kafkalocal.Options{
-			Clusters: *clusters, Nodes: *nodes, Secure: *secure, Dir: *dir,
-			Libs: libs, Config: config, Timeout: *timeout, Log: stderr, Version: *version,
-		})
-		if err != nil {
-			return fail(stderr, err)
-		}
-		printRun(stdout, r)
-		fmt.Fprintf(stdout, "\nup in %s; state in %s\n", time.Since(start).Round(time.Millisecond), filepath.Join(r.Dir, kafkalocal.StateFile))
-		fmt.Fprintf(stdout, "source %s  # for KAFKA_A_BOOTSTRAP, KMIRROR_TEST_CLUSTERS, ...\n", filepath.Join(r.Dir, kafkalocal.EnvFile))
-		return 0
+		return c.up(args)
 	case "down":
-		timeout := fs.Duration("timeout", kafkalocal.DefaultStopTimeout, "SIGKILL nodes still running after this")
-		if fs.Parse(args) != nil {
-			return 2
-		}
-		start := time.Now()
-		n, err := kafkalocal.Down(*dir, *timeout)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		fmt.Fprintf(stdout, "stopped %d node(s) under %s in %s\n", n, *dir, time.Since(start).Round(time.Millisecond))
-		return 0
+		return c.down(args)
 	case "status":
-		if fs.Parse(args) != nil {
-			return 2
-		}
-		r, err := kafkalocal.Load(*dir)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		printRun(stdout, r)
-		return 0
+		return c.status(args)
 	case "stop-node", "start-node":
-		kill := fs.Bool("kill", false, "SIGKILL instead of a controlled shutdown")
-		if fs.Parse(args) != nil {
-			return 2
-		}
-		if fs.NArg() < 2 {
-			fmt.Fprintf(stderr, "kafka-local %s: want CLUSTER NODEID...\n", cmd)
-			return 2
-		}
-		var ids []int32
-		for _, a := range fs.Args()[1:] {
-			id, err := strconv.Atoi(a)
-			if err != nil {
-				return fail(stderr, fmt.Errorf("bad node id %q", a))
-			}
-			ids = append(ids, int32(id))
-		}
-		r, err := kafkalocal.Load(*dir)
-		if err != nil {
-			return fail(stderr, err)
-		}
-		if cmd == "stop-node" {
-			for _, id := range ids {
-				if err = r.StopNode(fs.Arg(0), id, *kill, kafkalocal.DefaultStopTimeout); err != nil {
-					break
-				}
-			}
-		} else {
-			// Together: a quorum whose nodes all stopped needs a
-			// majority back before any of them serves.
-			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			defer cancel()
-			err = r.StartNodes(ctx, fs.Arg(0), ids, false)
-		}
-		if err != nil {
-			return fail(stderr, err)
-		}
-		fmt.Fprintf(stdout, "%s: cluster %s node(s) %v\n", cmd, fs.Arg(0), ids)
-		return 0
+		return c.nodes(args)
 	default:
 		fmt.Fprintf(stderr, "kafka-local: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+}
+
+// command is one run of a kafka-local command: its name and flags (--dir
+// already defined), the repository root and where it writes.
+type command struct {
+	ctx            context.Context
+	name, root     string
+	fs             *flag.FlagSet
+	dir            *string
+	stdout, stderr io.Writer
+}
+
+// libs resolves the Kafka jars and prints their folder.
+func (c *command) libs(args []string) int {
+	if c.fs.Parse(args) != nil {
+		return 2
+	}
+	libs, err := kafkalocal.ResolveLibs(c.ctx, c.root, c.stderr)
+	if err != nil {
+		return fail(c.stderr, err)
+	}
+	fmt.Fprintln(c.stdout, libs)
+	return 0
+}
+
+// up starts the clusters and prints them.
+func (c *command) up(args []string) int {
+	fs := c.fs
+	clusters := fs.Int("clusters", 1, "number of clusters")
+	nodes := fs.Int("nodes", 1, "nodes per cluster")
+	secure := fs.Bool("secure", false, "add a SASL_SSL listener with SCRAM-SHA-512/PLAIN users and ACLs")
+	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for the clusters")
+	version := fs.String("version", kafkalocal.KafkaVersion, "Kafka release to start (older ones: docs/compatibility.md)")
+	config := map[string]string{}
+	fs.Func("config", "extra broker setting k=v (repeatable)", func(s string) error {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return fmt.Errorf("want k=v, got %q", s)
+		}
+		config[k] = v
+		return nil
+	})
+	if fs.Parse(args) != nil {
+		return 2
+	}
+	libs, err := kafkalocal.ResolveVersionLibs(c.ctx, c.root, *version, c.stderr)
+	if err != nil {
+		return fail(c.stderr, err)
+	}
+	start := time.Now()
+	r, err := kafkalocal.Up(c.ctx, kafkalocal.Options{
+		Clusters: *clusters, Nodes: *nodes, Secure: *secure, Dir: *c.dir,
+		Libs: libs, Config: config, Timeout: *timeout, Log: c.stderr, Version: *version,
+	})
+	if err != nil {
+		return fail(c.stderr, err)
+	}
+	printRun(c.stdout, r)
+	fmt.Fprintf(c.stdout, "\nup in %s; state in %s\n", time.Since(start).Round(time.Millisecond), filepath.Join(r.Dir, kafkalocal.StateFile))
+	fmt.Fprintf(c.stdout, "source %s  # for KAFKA_A_BOOTSTRAP, KMIRROR_TEST_CLUSTERS, ...\n", filepath.Join(r.Dir, kafkalocal.EnvFile))
+	return 0
+}
+
+// down stops every node of the run folder.
+func (c *command) down(args []string) int {
+	timeout := c.fs.Duration("timeout", kafkalocal.DefaultStopTimeout, "SIGKILL nodes still running after this")
+	if c.fs.Parse(args) != nil {
+		return 2
+	}
+	start := time.Now()
+	n, err := kafkalocal.Down(*c.dir, *timeout)
+	if err != nil {
+		return fail(c.stderr, err)
+	}
+	fmt.Fprintf(c.stdout, "stopped %d node(s) under %s in %s\n", n, *c.dir, time.Since(start).Round(time.Millisecond))
+	return 0
+}
+
+// status prints the clusters of the run folder.
+func (c *command) status(args []string) int {
+	if c.fs.Parse(args) != nil {
+		return 2
+	}
+	r, err := kafkalocal.Load(*c.dir)
+	if err != nil {
+		return fail(c.stderr, err)
+	}
+	printRun(c.stdout, r)
+	return 0
+}
+
+// nodes stops (stop-node) or starts (start-node) nodes of a cluster.
+func (c *command) nodes(args []string) int {
+	fs := c.fs
+	kill := fs.Bool("kill", false, "SIGKILL instead of a controlled shutdown")
+	if fs.Parse(args) != nil {
+		return 2
+	}
+	if fs.NArg() < 2 {
+		fmt.Fprintf(c.stderr, "kafka-local %s: want CLUSTER NODEID...\n", c.name)
+		return 2
+	}
+	ids, err := nodeIDs(fs.Args()[1:])
+	if err != nil {
+		return fail(c.stderr, err)
+	}
+	r, err := kafkalocal.Load(*c.dir)
+	if err != nil {
+		return fail(c.stderr, err)
+	}
+	if c.name == "stop-node" {
+		for _, id := range ids {
+			if err = r.StopNode(fs.Arg(0), id, *kill, kafkalocal.DefaultStopTimeout); err != nil {
+				break
+			}
+		}
+	} else {
+		// Together: a quorum whose nodes all stopped needs a
+		// majority back before any of them serves.
+		ctx, cancel := context.WithTimeout(c.ctx, 2*time.Minute)
+		defer cancel()
+		err = r.StartNodes(ctx, fs.Arg(0), ids, false)
+	}
+	if err != nil {
+		return fail(c.stderr, err)
+	}
+	fmt.Fprintf(c.stdout, "%s: cluster %s node(s) %v\n", c.name, fs.Arg(0), ids)
+	return 0
+}
+
+// nodeIDs parses node ids.
+func nodeIDs(args []string) ([]int32, error) {
+	var ids []int32
+	for _, a := range args {
+		id, err := strconv.Atoi(a)
+		if err != nil {
+			return nil, fmt.Errorf("bad node id %q", a)
+		}
+		ids = append(ids, int32(id))
+	}
+	return ids, nil
 }
 
 func printRun(w io.Writer, r *kafkalocal.Run) {

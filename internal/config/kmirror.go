@@ -165,6 +165,15 @@ func ParseAllowedHosts(v string) ([]string, error) {
 // kmirror reads the flow's kmirror.* keys and the worker keys kmirror
 // acts on.
 func (b *builder) kmirror() {
+	b.dataPathKeys()
+	b.sharingKeys()
+	b.copyKeys()
+	b.offsetKeys()
+	b.workerLayerKeys()
+}
+
+// dataPathKeys reads PassthroughKey and FetchesKey.
+func (b *builder) dataPathKeys() {
 	f, s := b.f, b.s
 	switch v, _ := b.value(PassthroughKey); strings.ToLower(v) {
 	case "", "auto":
@@ -183,6 +192,11 @@ func (b *builder) kmirror() {
 			f.FetchesPerBroker = n
 		}
 	}
+}
+
+// sharingKeys reads WorkersKey, WorkersGroupIDKey and StartGroupKey.
+func (b *builder) sharingKeys() {
+	f, s := b.f, b.s
 	switch v, _ := b.value(WorkersKey); strings.ToLower(v) {
 	case "", "single":
 	case "group":
@@ -195,6 +209,11 @@ func (b *builder) kmirror() {
 		f.WorkersGroupID = v
 	}
 	f.StartFromGroup, _ = b.value(StartGroupKey)
+}
+
+// copyKeys reads ThrottleKey and ProvenanceKey.
+func (b *builder) copyKeys() {
+	f, s := b.f, b.s
 	if v, ok := b.value(ThrottleKey); ok {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -213,6 +232,12 @@ func (b *builder) kmirror() {
 			f.Provenance = Off
 		}
 	}
+}
+
+// offsetKeys reads OffsetTranslationKey, OffsetIndexRetentionKey and
+// MaxSyncsKey.
+func (b *builder) offsetKeys() {
+	f, s := b.f, b.s
 	if v, ok := s[OffsetTranslationKey]; ok {
 		t, ok := ParseOffsetTranslation(v.val)
 		if !ok {
@@ -236,6 +261,13 @@ func (b *builder) kmirror() {
 			f.MaxSyncsPerPartition = n
 		}
 	}
+}
+
+// workerLayerKeys reads the worker keys exactly.once.source.support and
+// offset.flush.interval.ms, and StallTimeoutKey, LagThresholdKey and
+// SlotsKey.
+func (b *builder) workerLayerKeys() {
+	f, s := b.f, b.s
 	// Connect reads its enums case-insensitively, trimmed.
 	w := b.c.workerLayer(f.Source, f.Target)
 	f.ExactlyOnce = b.choice(w, "exactly.once.source.support", "disabled", true, "enabled", "disabled", "preparing") == "enabled"

@@ -63,69 +63,18 @@ func (d *Dashboard) groups(flows []runner.FlowStatus, now time.Time) []groupView
 	if m == nil {
 		return out
 	}
-	byKey := map[groupKey]*groupView{}
-	view := func(flow, group string) *groupView {
-		k := groupKey{flow, group}
-		g := byKey[k]
-		if g == nil {
-			g = &groupView{Flow: flow, Group: group, Topics: []string{}, Blockers: []string{}, Notes: []string{}}
-			byKey[k] = g
-		}
-		return g
-	}
+	gs := groupSet{}
 	for _, s := range m.LastCheckpoints.Groups() {
-		g := view(s.Source+"->"+s.Target, s.Group)
+		g := gs.view(s.Source+"->"+s.Target, s.Group)
 		applyStatus(g, s, now)
 	}
-	cps := m.LastCheckpoints.All()
-	// The partitions of the flows that have checkpoints, by remote topic.
-	parts := map[partKey]*datapath.PartitionStatus{}
-	indexed := map[string]bool{}
-	topics := map[groupKey]map[string]bool{}
-	for _, c := range cps {
-		flow := c.Source + "->" + c.Target
-		if !indexed[flow] {
-			indexed[flow] = true
-			for fi := range flows {
-				if flows[fi].Name == flow {
-					for i := range flows[fi].Partitions {
-						p := &flows[fi].Partitions[i]
-						parts[partKey{flow, p.Remote, p.Partition}] = p
-					}
-				}
-			}
-		}
-		g := view(flow, c.Group)
-		g.Partitions++
-		if g.LastCheckpoint == nil || c.At.After(*g.LastCheckpoint) {
-			at := c.At
-			g.LastCheckpoint = &at
-		}
-		k := groupKey{flow, c.Group}
-		if topics[k] == nil {
-			topics[k] = map[string]bool{}
-		}
-		if !topics[k][c.Topic] {
-			topics[k][c.Topic] = true
-			g.TopicCount++
-			if len(g.Topics) < maxGroupTopics {
-				g.Topics = append(g.Topics, c.Topic)
-			}
-		}
-		switch p := parts[partKey{flow, c.Topic, c.Partition}]; {
-		case p == nil:
-			g.Unlisted++
-		case p.Lag > 0:
-			g.ReplicationLag += p.Lag
-			g.LaggingPartitions++
-		}
-	}
+	gs.addCheckpoints(m.LastCheckpoints.All(), flows)
 	m.CheckpointLatencyMs.EachLast(func(l []string, last float64) {
-		if g := byKey[groupKey{l[0] + "->" + l[1], l[2]}]; g != nil {
+		if g := gs[groupKey{l[0] + "->" + l[1], l[2]}]; g != nil {
 			g.LatencyMs = maxOf(g.LatencyMs, last)
 		}
 	})
-	for _, g := range byKey {
+	for _, g := range gs {
 		if g.CheckedAt == nil && g.Partitions == 0 {
 			continue // synced once, no offset in a replicated topic now
 		}
@@ -143,6 +92,78 @@ func (d *Dashboard) groups(flows []runner.FlowStatus, now time.Time) []groupView
 		return a.Group < b.Group
 	})
 	return out
+}
+
+// groupSet is the views of groups by flow and group.
+type groupSet map[groupKey]*groupView
+
+// view returns the view of group in flow, made empty on first use.
+func (gs groupSet) view(flow, group string) *groupView {
+	k := groupKey{flow, group}
+	g := gs[k]
+	if g == nil {
+		g = &groupView{Flow: flow, Group: group, Topics: []string{}, Blockers: []string{}, Notes: []string{}}
+		gs[k] = g
+	}
+	return g
+}
+
+// addCheckpoints adds each checkpoint of cps to its group's view, with
+// the lag of its partition in flows.
+func (gs groupSet) addCheckpoints(cps []metrics.Checkpoint, flows []runner.FlowStatus) {
+	// The partitions of the flows that have checkpoints, by remote topic.
+	parts := map[partKey]*datapath.PartitionStatus{}
+	indexed := map[string]bool{}
+	topics := map[groupKey]map[string]bool{}
+	for _, c := range cps {
+		flow := c.Source + "->" + c.Target
+		if !indexed[flow] {
+			indexed[flow] = true
+			indexPartitions(parts, flows, flow)
+		}
+		g := gs.view(flow, c.Group)
+		k := groupKey{flow, c.Group}
+		if topics[k] == nil {
+			topics[k] = map[string]bool{}
+		}
+		g.addCheckpoint(c, topics[k], parts[partKey{flow, c.Topic, c.Partition}])
+	}
+}
+
+// indexPartitions adds the partitions of flow to parts, by remote topic.
+func indexPartitions(parts map[partKey]*datapath.PartitionStatus, flows []runner.FlowStatus, flow string) {
+	for fi := range flows {
+		if flows[fi].Name == flow {
+			for i := range flows[fi].Partitions {
+				p := &flows[fi].Partitions[i]
+				parts[partKey{flow, p.Remote, p.Partition}] = p
+			}
+		}
+	}
+}
+
+// addCheckpoint counts checkpoint c of the group, whose topics so far are
+// in topics, and the lag of its partition p (nil: not copied here).
+func (g *groupView) addCheckpoint(c metrics.Checkpoint, topics map[string]bool, p *datapath.PartitionStatus) {
+	g.Partitions++
+	if g.LastCheckpoint == nil || c.At.After(*g.LastCheckpoint) {
+		at := c.At
+		g.LastCheckpoint = &at
+	}
+	if !topics[c.Topic] {
+		topics[c.Topic] = true
+		g.TopicCount++
+		if len(g.Topics) < maxGroupTopics {
+			g.Topics = append(g.Topics, c.Topic)
+		}
+	}
+	switch {
+	case p == nil:
+		g.Unlisted++
+	case p.Lag > 0:
+		g.ReplicationLag += p.Lag
+		g.LaggingPartitions++
+	}
 }
 
 // applyStatus sets what the checkpoint task found of the group.

@@ -117,6 +117,20 @@ type selected struct {
 // histories of those on it; d.mu is held. Only the page's partitions get
 // a view: the others cost a comparison and a place in the sort.
 func (d *Dashboard) pageOf(flows []runner.FlowStatus, q PartitionQuery) PartitionPage {
+	sel := selectPartitions(flows, q)
+	slices.SortFunc(sel, orderOf(q.Sort))
+
+	pg := PartitionPage{Total: len(sel), Size: q.Size, Sort: q.Sort, Pages: max(1, (len(sel)+q.Size-1)/q.Size)}
+	pg.Page = min(q.Page, pg.Pages-1)
+	lo := min(pg.Page*q.Size, len(sel))
+	sel = sel[lo:min(lo+q.Size, len(sel))]
+	pg.Partitions = d.rowsOf(sel)
+	return pg
+}
+
+// selectPartitions returns the partitions of flows that q's flow, state
+// and substring select, in flow order.
+func selectPartitions(flows []runner.FlowStatus, q PartitionQuery) []selected {
 	sub := strings.ToLower(q.Q)
 	n := 0
 	for _, f := range flows {
@@ -139,32 +153,14 @@ func (d *Dashboard) pageOf(flows []runner.FlowStatus, q PartitionQuery) Partitio
 			sel = append(sel, selected{f.Name, p, rankOf(p.State)})
 		}
 	}
-	byName := func(a, b selected) int {
-		if c := strings.Compare(a.flow, b.flow); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.p.Topic, b.p.Topic); c != 0 {
-			return c
-		}
-		return int(a.p.Partition) - int(b.p.Partition)
-	}
-	byLag := func(a, b selected) int {
-		switch {
-		case a.p.Lag != b.p.Lag:
-			if a.p.Lag > b.p.Lag {
-				return -1
-			}
-			return 1
-		case a.p.LagSeconds != b.p.LagSeconds:
-			if a.p.LagSeconds > b.p.LagSeconds {
-				return -1
-			}
-			return 1
-		}
-		return 0
-	}
-	cmp := func(a, b selected) int {
-		switch q.Sort {
+	return sel
+}
+
+// orderOf returns the comparison of selected partitions for sort order
+// by: SortLag, SortState, else by name.
+func orderOf(by string) func(a, b selected) int {
+	return func(a, b selected) int {
+		switch by {
 		case SortLag:
 			if c := byLag(a, b); c != 0 {
 				return c
@@ -182,12 +178,39 @@ func (d *Dashboard) pageOf(flows []runner.FlowStatus, q PartitionQuery) Partitio
 		}
 		return byName(a, b)
 	}
-	slices.SortFunc(sel, cmp)
+}
 
-	pg := PartitionPage{Total: len(sel), Size: q.Size, Sort: q.Sort, Pages: max(1, (len(sel)+q.Size-1)/q.Size), Partitions: []partRow{}}
-	pg.Page = min(q.Page, pg.Pages-1)
-	lo := min(pg.Page*q.Size, len(sel))
-	sel = sel[lo:min(lo+q.Size, len(sel))]
+// byName orders by flow, topic and partition.
+func byName(a, b selected) int {
+	if c := strings.Compare(a.flow, b.flow); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.p.Topic, b.p.Topic); c != 0 {
+		return c
+	}
+	return int(a.p.Partition) - int(b.p.Partition)
+}
+
+// byLag puts the most lag first: records, then seconds.
+func byLag(a, b selected) int {
+	switch {
+	case a.p.Lag != b.p.Lag:
+		if a.p.Lag > b.p.Lag {
+			return -1
+		}
+		return 1
+	case a.p.LagSeconds != b.p.LagSeconds:
+		if a.p.LagSeconds > b.p.LagSeconds {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// rowsOf returns the rows of sel with their histories; d.mu is held.
+func (d *Dashboard) rowsOf(sel []selected) []partRow {
+	rows := []partRow{}
 	names := make([]string, 0, 2*len(sel))
 	for _, s := range sel {
 		pk := partSeries(s.flow, s.p.Remote, s.p.Partition)
@@ -197,9 +220,9 @@ func (d *Dashboard) pageOf(flows []runner.FlowStatus, q PartitionQuery) Partitio
 	for i, s := range sel {
 		row := partRow{Flow: s.flow, partView: d.partViewOf(s.flow, *s.p)}
 		row.LagHistory, row.RateHistory = hist.Series[names[2*i]], hist.Series[names[2*i+1]]
-		pg.Partitions = append(pg.Partitions, row)
+		rows = append(rows, row)
 	}
-	return pg
+	return rows
 }
 
 // Partitions returns the page of partitions q selects.

@@ -216,31 +216,33 @@ func (c *Cluster) ReadAll(t testing.TB, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	from, end := c.readRange(ctx, t, topic)
+	if len(from) == 0 {
+		return nil
+	}
+	recs := c.readPartitions(ctx, t, topic, from, end)
+	sort.SliceStable(recs, func(i, j int) bool {
+		if recs[i].Partition != recs[j].Partition {
+			return recs[i].Partition < recs[j].Partition
+		}
+		return recs[i].Offset < recs[j].Offset
+	})
+	return recs
+}
+
+// readRange returns, for each partition of topic that has records to
+// read, the offset to read from and the end offset to read up to.
+func (c *Cluster) readRange(ctx context.Context, t testing.TB, topic string) (map[int32]kgo.Offset, map[int32]int64) {
+	t.Helper()
 	adm := c.Admin(t)
 	// While a node is down or restarting its partitions may have no
 	// reachable leader for a few seconds, and a topic just created may not
 	// be known to every node yet: listing is retried, an unknown topic for
 	// 10 s only.
 	unknownUntil := time.Now().Add(10 * time.Second)
-	list := func(what string, fn func(context.Context, ...string) (kadm.ListedOffsets, error)) kadm.ListedOffsets {
-		t.Helper()
-		for {
-			offs, err := fn(ctx, topic)
-			if err == nil {
-				err = offs.Error()
-			}
-			if err == nil {
-				return offs
-			}
-			if ctx.Err() != nil || errors.Is(err, kerr.UnknownTopicOrPartition) && time.Now().After(unknownUntil) {
-				t.Fatalf("testkafka: list %s offsets of %s on cluster %s: %v", what, topic, c.Name, err)
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
-	}
-	starts := list("start", adm.ListStartOffsets)
+	starts := c.listOffsets(ctx, t, topic, "start", unknownUntil, adm.ListStartOffsets)
 	// For read_committed, ListOffsets(latest) is the last stable offset.
-	ends := list("end", adm.ListCommittedOffsets)
+	ends := c.listOffsets(ctx, t, topic, "end", unknownUntil, adm.ListCommittedOffsets)
 	from := map[int32]kgo.Offset{}
 	end := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -250,9 +252,35 @@ func (c *Cluster) ReadAll(t testing.TB, topic string) []*kgo.Record {
 			end[o.Partition] = o.Offset
 		}
 	})
-	if len(from) == 0 {
-		return nil
+	return from, end
+}
+
+// listOffsets lists the what ("start" or "end") offsets of topic with fn,
+// retrying until ctx ends, or on an unknown topic until unknownUntil.
+func (c *Cluster) listOffsets(ctx context.Context, t testing.TB, topic, what string, unknownUntil time.Time,
+	fn func(context.Context, ...string) (kadm.ListedOffsets, error)) kadm.ListedOffsets {
+	t.Helper()
+	for {
+		offs, err := fn(ctx, topic)
+		if err == nil {
+			err = offs.Error()
+		}
+		if err == nil {
+			return offs
+		}
+		if ctx.Err() != nil || errors.Is(err, kerr.UnknownTopicOrPartition) && time.Now().After(unknownUntil) {
+			t.Fatalf("testkafka: list %s offsets of %s on cluster %s: %v", what, topic, c.Name, err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// readPartitions reads the partitions of topic from the offsets in from
+// up to the offsets in end, as a read_committed consumer, and returns
+// the records that are not control records. It deletes each partition
+// from end once read.
+func (c *Cluster) readPartitions(ctx context.Context, t testing.TB, topic string, from map[int32]kgo.Offset, end map[int32]int64) []*kgo.Record {
+	t.Helper()
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(c.Bootstrap...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
@@ -291,12 +319,6 @@ func (c *Cluster) ReadAll(t testing.TB, topic string) []*kgo.Record {
 			}
 		})
 	}
-	sort.SliceStable(recs, func(i, j int) bool {
-		if recs[i].Partition != recs[j].Partition {
-			return recs[i].Partition < recs[j].Partition
-		}
-		return recs[i].Offset < recs[j].Offset
-	})
 	return recs
 }
 
