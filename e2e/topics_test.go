@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kmirror/kmirror/internal/testkafka"
+	"github.com/kmirror/kmirror/internal/testwait"
 )
 
 func produceN(t *testing.T, c *testkafka.Cluster, topic string, partitions int32, n int, tag string) {
@@ -21,7 +22,15 @@ func produceN(t *testing.T, c *testkafka.Cluster, topic string, partitions int32
 		recs = append(recs, &kgo.Record{Topic: topic, Partition: int32(i) % partitions, Key: []byte(fmt.Sprintf("%s-%d", tag, i)), Value: []byte(tag)})
 	}
 	// A topic created a moment ago (or deleted and created again) may be
-	// unknown to its leader for a while: retry until ctx ends.
+	// unknown to its leader for a while: retry until ctx ends. Partitions
+	// just added are in the broker's metadata only once it applied the
+	// controller's record: the producer's first metadata must list them,
+	// or the manual partitioner refuses the records for them.
+	adm := c.Admin(t)
+	testwait.For(t, 30*time.Second, fmt.Sprintf("%d partitions of %s in the metadata", partitions, topic), func() bool {
+		td, err := adm.ListTopics(ctx(t), topic)
+		return err == nil && len(td[topic].Partitions) >= int(partitions)
+	})
 	cl := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.UnknownTopicRetries(-1))
 	if err := cl.ProduceSync(ctx(t), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
