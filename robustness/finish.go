@@ -208,7 +208,29 @@ func (r *Run) burst(ctx context.Context, n int) error {
 
 // finish heals, waits for kmirror to catch up, then checks everything.
 func (r *Run) finish() Result {
-	t := r.t
+	res := r.newResult()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	// 1. Every partition back to running, caught up.
+	r.waitCaughtUp(ctx)
+
+	// 2. kmirror's counters against a quiet burst: what each remote
+	// partition gains on the target is what record-count gains.
+	counts := r.finalBurst(ctx)
+
+	// 3. Record by record, with kcat, on both clusters.
+	srcOffsets := r.compareRecords(ctx, &res, counts)
+
+	// 4. Checkpoints and synced group offsets against the copied data.
+	res.Checkpoints = r.checkGroups(ctx, srcOffsets)
+	r.logf("%d checkpoints and the synced group offsets checked", res.Checkpoints)
+	return res
+}
+
+// newResult starts the run's Result from the traffic and faults, and
+// fails the run for every worker that crashed.
+func (r *Run) newResult() Result {
 	res := Result{Seed: r.opts.Seed, Setup: r.setup, Duration: r.opts.Duration,
 		Produced: r.traffic.produced.Load(), TxCommitted: r.traffic.txCommitted.Load(), TxAborted: r.traffic.txAborted.Load()}
 	r.mu.Lock()
@@ -219,20 +241,32 @@ func (r *Run) finish() Result {
 	crashes := append([]string(nil), r.crashes...)
 	r.mu.Unlock()
 	for _, c := range crashes {
-		t.Errorf("%s", c)
+		r.t.Errorf("%s", c)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	return res
+}
 
-	// 1. Every partition back to running, caught up.
+// waitCaughtUp waits up to 4 minutes for every partition to run with
+// lag 0.
+func (r *Run) waitCaughtUp(ctx context.Context) {
 	start := time.Now()
 	if ok, why := waitFor(4*time.Minute, func() (bool, string) { return r.allRunning(ctx) }); !ok {
-		t.Fatalf("partitions not all running and caught up 4 minutes after the faults: %s", why)
+		r.t.Fatalf("partitions not all running and caught up 4 minutes after the faults: %s", why)
 	}
 	r.logf("every partition running with lag 0, %v after the traffic stopped", time.Since(start).Round(time.Second))
+}
 
-	// 2. kmirror's counters against a quiet burst: what each remote
-	// partition gains on the target is what record-count gains.
+// burstCounts are the record counts and target ends around the final
+// burst.
+type burstCounts struct {
+	before, after map[tp]float64
+	endsBefore    map[tp]int64
+}
+
+// finalBurst writes a burst to every source partition, waits for it to
+// be copied and checks the end states and lost-record counters.
+func (r *Run) finalBurst(ctx context.Context) burstCounts {
+	t := r.t
 	before, err := r.stableCounts()
 	if err != nil {
 		t.Fatal(err)
@@ -249,34 +283,81 @@ func (r *Run) finish() Result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.checkEndStates()
+	r.checkNoneLost()
+
+	r.logf("final burst of %d records a partition copied; record counts compared", burstN)
+	return burstCounts{before: before, after: after, endsBefore: endsBefore}
+}
+
+// checkEndStates fails the run for every partition not running.
+func (r *Run) checkEndStates() {
 	if st, _ := r.statuses(); len(st) > 0 {
 		for k, s := range st {
 			if s.State != "running" {
-				t.Errorf("%s[%d] is %s at the end: %s", k.topic, k.partition, s.State, s.Error)
+				r.t.Errorf("%s[%d] is %s at the end: %s", k.topic, k.partition, s.State, s.Error)
 			}
 		}
 	}
+}
+
+// checkNoneLost fails the run for every worker whose lost-records
+// counter is not 0.
+func (r *Run) checkNoneLost() {
 	for _, w := range r.workers {
 		body, err := httpGet("http://" + w.metrics + "/metrics")
 		if err != nil {
-			t.Errorf("%v metrics: %v", w, err)
+			r.t.Errorf("%v metrics: %v", w, err)
 			continue
 		}
 		for labels, v := range metricSeries(body, "kmirror_source_records_lost_total") {
 			if v != 0 {
-				t.Errorf("%v: kmirror_source_records_lost_total%s = %v, want 0", w, labels, v)
+				r.t.Errorf("%v: kmirror_source_records_lost_total%s = %v, want 0", w, labels, v)
 			}
 		}
 	}
+}
 
-	r.logf("final burst of %d records a partition copied; record counts compared", burstN)
-
-	// 3. Record by record, with kcat, on both clusters.
+// compareRecords reads every source topic and its remote copy with kcat
+// and compares them partition by partition into res. It returns, per
+// partition, the source offset of each target offset's record.
+func (r *Run) compareRecords(ctx context.Context, res *Result, counts burstCounts) map[tp]map[int64]int64 {
+	t := r.t
 	parts, err := r.sourcePartitions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srcRecs, dstRecs := map[string]map[int32][]rec{}, map[string]map[int32][]rec{}
+	srcRecs, dstRecs := r.readBoth(parts)
+	r.mu.Lock()
+	cut := r.doomedCut
+	r.mu.Unlock()
+	srcOffsets := map[tp]map[int64]int64{}
+	for _, p := range parts {
+		src, dst := srcRecs[p.topic][p.partition], dstRecs[p.topic][p.partition]
+		c := int64(0)
+		if p.topic == topicDoomed {
+			c = min(cut[p.partition], firstCopied(src, dst))
+		}
+		srcOffsets[p] = r.comparePart(res, p, src, dst, c)
+		r.checkBurstCount(p, dst, counts)
+	}
+	if len(srcRecs[topicLate]) == 0 {
+		t.Errorf("topic %s created mid-run has no records", topicLate)
+	}
+	if len(srcRecs[topicEvents]) < 5 {
+		t.Errorf("topic %s grown mid-run has records in %d partitions, want 5", topicEvents, len(srcRecs[topicEvents]))
+	}
+
+	r.logf("records compared: %d source, %d target, %d duplicates, %d lost", res.SourceRecords, res.TargetRecords, res.Duplicates, res.Lost)
+	return srcOffsets
+}
+
+// readBoth reads the topics of parts on the source and their remote
+// copies on the target, with kcat.
+func (r *Run) readBoth(parts []tp) (srcRecs, dstRecs map[string]map[int32][]rec) {
+	t := r.t
+	var err error
+	srcRecs, dstRecs = map[string]map[int32][]rec{}, map[string]map[int32][]rec{}
 	for _, p := range parts {
 		if _, ok := srcRecs[p.topic]; ok {
 			continue
@@ -288,57 +369,46 @@ func (r *Run) finish() Result {
 			t.Fatal(err)
 		}
 	}
-	r.mu.Lock()
-	cut := r.doomedCut
-	r.mu.Unlock()
-	srcOffsets := map[tp]map[int64]int64{}
-	for _, p := range parts {
-		src, dst := srcRecs[p.topic][p.partition], dstRecs[p.topic][p.partition]
-		c := int64(0)
-		if p.topic == topicDoomed {
-			c = min(cut[p.partition], firstCopied(src, dst))
-		}
-		pc := comparePartition(src, dst, c)
-		srcOffsets[p] = pc.srcOffset
-		res.SourceRecords += pc.source
-		res.TargetRecords += pc.target
-		res.Duplicates += pc.duplicates
-		res.Lost += len(pc.lost)
-		res.GoneWithRemote += pc.allowedGone
-		for _, pr := range pc.problems {
-			t.Errorf("%s[%d]: %s", p.topic, p.partition, pr)
-		}
-		if len(pc.lost) > 0 {
-			t.Errorf("%s[%d]: %d source records missing on the target, first offsets %v", p.topic, p.partition, len(pc.lost), pc.lost[:min(10, len(pc.lost))])
-		}
-		if r.setup.ExactlyOne && pc.duplicates > 0 {
-			t.Errorf("%s[%d]: %d duplicates with exactly-once (read_committed)", p.topic, p.partition, pc.duplicates)
-		}
-		// Counters: the burst's records on the target, as kmirror counted them.
-		got := after[tp{remote(p.topic), p.partition}] - before[tp{remote(p.topic), p.partition}]
-		want := 0
-		for _, d := range dst {
-			if d.Offset >= endsBefore[tp{remote(p.topic), p.partition}] {
-				want++
-			}
-		}
-		if int(got) != want {
-			t.Errorf("%s[%d]: record-count grew by %v during the final burst, the target by %d records", remote(p.topic), p.partition, got, want)
-		}
-	}
-	if len(srcRecs[topicLate]) == 0 {
-		t.Errorf("topic %s created mid-run has no records", topicLate)
-	}
-	if len(srcRecs[topicEvents]) < 5 {
-		t.Errorf("topic %s grown mid-run has records in %d partitions, want 5", topicEvents, len(srcRecs[topicEvents]))
-	}
+	return srcRecs, dstRecs
+}
 
-	r.logf("records compared: %d source, %d target, %d duplicates, %d lost", res.SourceRecords, res.TargetRecords, res.Duplicates, res.Lost)
+// comparePart compares one partition with its copy from source offset
+// cut on, adds it to res and fails the run for what it found; it returns
+// the source offset of each target offset's record.
+func (r *Run) comparePart(res *Result, p tp, src, dst []rec, cut int64) map[int64]int64 {
+	t := r.t
+	pc := comparePartition(src, dst, cut)
+	res.SourceRecords += pc.source
+	res.TargetRecords += pc.target
+	res.Duplicates += pc.duplicates
+	res.Lost += len(pc.lost)
+	res.GoneWithRemote += pc.allowedGone
+	for _, pr := range pc.problems {
+		t.Errorf("%s[%d]: %s", p.topic, p.partition, pr)
+	}
+	if len(pc.lost) > 0 {
+		t.Errorf("%s[%d]: %d source records missing on the target, first offsets %v", p.topic, p.partition, len(pc.lost), pc.lost[:min(10, len(pc.lost))])
+	}
+	if r.setup.ExactlyOne && pc.duplicates > 0 {
+		t.Errorf("%s[%d]: %d duplicates with exactly-once (read_committed)", p.topic, p.partition, pc.duplicates)
+	}
+	return pc.srcOffset
+}
 
-	// 4. Checkpoints and synced group offsets against the copied data.
-	res.Checkpoints = r.checkGroups(ctx, srcOffsets)
-	r.logf("%d checkpoints and the synced group offsets checked", res.Checkpoints)
-	return res
+// checkBurstCount checks that record-count of p's remote partition grew
+// by the records the final burst added to it on the target.
+func (r *Run) checkBurstCount(p tp, dst []rec, counts burstCounts) {
+	k := tp{remote(p.topic), p.partition}
+	got := counts.after[k] - counts.before[k]
+	want := 0
+	for _, d := range dst {
+		if d.Offset >= counts.endsBefore[k] {
+			want++
+		}
+	}
+	if int(got) != want {
+		r.t.Errorf("%s[%d]: record-count grew by %v during the final burst, the target by %d records", remote(p.topic), p.partition, got, want)
+	}
 }
 
 // firstCopied is the source offset of the first record the target
