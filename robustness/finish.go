@@ -455,10 +455,30 @@ func (r *Run) targetEnds(ctx context.Context) map[tp]int64 {
 // checkGroups checks the checkpoints of the two groups and their offsets
 // synced to the target; it returns how many checkpoints it checked.
 func (r *Run) checkGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64) int {
-	t := r.t
 	ends := r.targetEnds(ctx)
 	// Checkpoints topic, read whole.
 	topic := srcAlias + ".checkpoints.internal"
+	byGroupTP, n := r.readCheckpoints(ctx, topic)
+	if n == 0 {
+		r.t.Errorf("no checkpoints in %s", topic)
+	}
+	for _, cps := range byGroupTP {
+		c := cps[0]
+		// Checkpoints name the remote topic.
+		src := tp{strings.TrimPrefix(c.topic, srcAlias+"."), c.partition}
+		for _, pr := range checkCheckpoints(cps, srcOffsets[src], ends[tp{c.topic, c.partition}]) {
+			r.t.Errorf("%s", pr)
+		}
+	}
+	r.checkSyncedGroups(ctx, srcOffsets, ends)
+	return n
+}
+
+// readCheckpoints reads the checkpoints topic up to its end, for up to a
+// minute; it returns the checkpoints by group and partition, and their
+// number.
+func (r *Run) readCheckpoints(ctx context.Context, topic string) (map[string][]checkpoint, int) {
+	t := r.t
 	// Committed checkpoints only, as a failover reads them: a fenced
 	// task's aborted transaction stays in the log. Markers are kept to
 	// see the end.
@@ -468,16 +488,7 @@ func (r *Run) checkGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	cpEnds, err := r.dstAdm.ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int32]int64{}
-	cpEnds.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
+	want := r.checkpointEnds(ctx, topic)
 	byGroupTP := map[string][]checkpoint{}
 	n := 0
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -501,42 +512,39 @@ func (r *Run) checkGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64
 			n++
 		})
 	}
-	if n == 0 {
-		t.Errorf("no checkpoints in %s", topic)
-	}
-	for _, cps := range byGroupTP {
-		c := cps[0]
-		// Checkpoints name the remote topic.
-		src := tp{strings.TrimPrefix(c.topic, srcAlias+"."), c.partition}
-		for _, pr := range checkCheckpoints(cps, srcOffsets[src], ends[tp{c.topic, c.partition}]) {
-			t.Errorf("%s", pr)
-		}
-	}
+	return byGroupTP, n
+}
 
-	// Group offsets synced to the target: wait until both groups have
-	// some, then none may be ahead of the data the target holds for the
-	// offset the group committed on the source.
+// checkpointEnds lists the end offsets of the checkpoints topic's
+// partitions that have records.
+func (r *Run) checkpointEnds(ctx context.Context, topic string) map[int32]int64 {
+	cpEnds, err := r.dstAdm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	cpEnds.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	return want
+}
+
+// checkSyncedGroups checks the group offsets synced to the target: wait
+// until both groups have some, then none may be ahead of the data the
+// target holds for the offset the group committed on the source.
+func (r *Run) checkSyncedGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64, ends map[tp]int64) {
+	t := r.t
 	groups := []string{groupOrders, groupPayments}
 	srcOffs := r.srcAdm.FetchManyOffsets(ctx, groups...)
 	if err := srcOffs.Error(); err != nil {
 		t.Fatal(err)
 	}
-	var synced kadm.FetchOffsetsResponses
-	ok, why := waitFor(time.Minute, func() (bool, string) {
-		synced = r.dstAdm.FetchManyOffsets(ctx, groups...)
-		if err := synced.Error(); err != nil {
-			return false, err.Error()
-		}
-		for _, g := range groups {
-			if len(synced[g].Fetched) == 0 {
-				return false, g + " has no offsets on the target"
-			}
-		}
-		return true, ""
-	})
+	synced, ok, why := r.waitSynced(ctx, groups)
 	if !ok {
 		t.Errorf("group offsets not synced to the target: %s", why)
-		return n
+		return
 	}
 	for _, g := range groups {
 		synced[g].Fetched.Each(func(o kadm.OffsetResponse) {
@@ -551,5 +559,23 @@ func (r *Run) checkGroups(ctx context.Context, srcOffsets map[tp]map[int64]int64
 			}
 		})
 	}
-	return n
+}
+
+// waitSynced waits up to a minute until every group has offsets on the
+// target, and returns them; otherwise it says why not.
+func (r *Run) waitSynced(ctx context.Context, groups []string) (kadm.FetchOffsetsResponses, bool, string) {
+	var synced kadm.FetchOffsetsResponses
+	ok, why := waitFor(time.Minute, func() (bool, string) {
+		synced = r.dstAdm.FetchManyOffsets(ctx, groups...)
+		if err := synced.Error(); err != nil {
+			return false, err.Error()
+		}
+		for _, g := range groups {
+			if len(synced[g].Fetched) == 0 {
+				return false, g + " has no offsets on the target"
+			}
+		}
+		return true, ""
+	})
+	return synced, ok, why
 }
