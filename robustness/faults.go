@@ -145,110 +145,151 @@ func (r *Run) inject(f fault) (string, error) {
 	defer cancel()
 	switch f.kind {
 	case faultWorkerKill:
-		w := r.workers[f.worker]
-		if !r.claim("worker", w.String()) {
-			return "skipped: " + w.String() + " is under another fault", nil
-		}
-		defer r.release("worker", w.String())
-		w.kill()
-		r.sleep(f.dur)
-		return fmt.Sprintf("killed %v (SIGKILL), restarted after %v", w, f.dur), w.start()
+		return r.killWorker(f)
 	case faultWorkerStop:
-		w := r.workers[f.worker]
-		if !r.claim("worker", w.String()) {
-			return "skipped: " + w.String() + " is under another fault", nil
-		}
-		defer r.release("worker", w.String())
-		if err := w.signal(syscall.SIGSTOP); err != nil {
-			return "", err
-		}
-		r.sleep(f.dur)
-		return fmt.Sprintf("stopped %v (SIGSTOP) for %v", w, f.dur), w.signal(syscall.SIGCONT)
+		return r.stopWorker(f)
 	case faultBrokerKill:
-		c := r.cluster(f.cluster)
-		if !r.claim("broker", f.cluster) {
-			return "skipped: a " + f.cluster + " broker is down already", nil
-		}
-		defer r.release("broker", f.cluster)
-		id, why, err := r.pickNode(ctx, c, f)
-		if err != nil {
-			return "", err
-		}
-		how := "SIGTERM"
-		if f.kill {
-			how = "SIGKILL"
-			c.KillNode(r.t, id)
-		} else {
-			c.StopNode(r.t, id)
-		}
-		r.sleep(f.dur)
-		start := time.Now()
-		c.StartNode(r.t, id)
-		return fmt.Sprintf("%s %s node %d (%s), down %v, back after %v more", how, f.cluster, id, why, f.dur, time.Since(start).Round(100*time.Millisecond)), nil
+		return r.killBroker(ctx, f)
 	case faultNetPartition:
-		if !r.claim("net", f.cluster) {
-			return "skipped: the " + f.cluster + " link is under another fault", nil
-		}
-		defer r.release("net", f.cluster)
-		for _, p := range r.proxies[f.cluster] {
-			p.Partition(true)
-		}
-		r.sleep(f.dur)
-		for _, p := range r.proxies[f.cluster] {
-			p.Partition(false)
-		}
-		return fmt.Sprintf("cut kmirror off the %s for %v", f.cluster, f.dur), nil
+		return r.cutLink(f)
 	case faultNetLatency:
-		if !r.claim("net", f.cluster) {
-			return "skipped: the " + f.cluster + " link is under another fault", nil
-		}
-		defer r.release("net", f.cluster)
-		for _, p := range r.proxies[f.cluster] {
-			p.SetDelay(f.delay)
-		}
-		r.sleep(f.dur)
-		for _, p := range r.proxies[f.cluster] {
-			p.SetDelay(0)
-		}
-		return fmt.Sprintf("%v added each way to the %s for %v", f.delay, f.cluster, f.dur), nil
+		return r.slowLink(f)
 	case faultNetDrop:
-		n := 0
-		for i := range f.drops {
-			if i > 0 {
-				r.sleep(f.dur / time.Duration(f.drops))
-			}
-			for _, p := range r.proxies[f.cluster] {
-				n += p.DropConns()
-			}
-		}
-		return fmt.Sprintf("dropped %d connections to the %s in %d rounds", n, f.cluster, f.drops), nil
+		return r.dropConns(f), nil
 	case faultTargetQuota:
-		if !r.claim("quota", "target") {
-			return "skipped: a quota is set already", nil
-		}
-		defer r.release("quota", "target")
-		if err := r.setQuota(ctx, false); err != nil {
-			return "", err
-		}
-		r.sleep(f.dur)
-		return fmt.Sprintf("target producer quota 1 KiB/s for %v", f.dur), r.setQuota(ctx, true)
+		return r.throttleTarget(ctx, f)
 	case faultRemoteDeleted:
 		return r.deleteRemote(ctx)
 	case faultProgressGone:
-		// The workers make the topic as they start, which a loaded
-		// machine may not have done yet at the fault's time: deleting
-		// a topic not there yet is no fault.
-		topic := "mm2-offsets." + srcAlias + ".internal"
-		waited, err := r.waitTopic(ctx, r.dstAdm, topic, time.Minute)
-		if err != nil {
-			return "", err
-		}
-		if err := deleteTopic(ctx, r.dstAdm, topic); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("deleted %s on the target (there after %v)", topic, waited.Round(100*time.Millisecond)), nil
+		return r.deleteProgress(ctx)
 	}
 	return "", fmt.Errorf("unknown fault %q", f.kind)
+}
+
+// killWorker SIGKILLs a worker and restarts it after f.dur.
+func (r *Run) killWorker(f fault) (string, error) {
+	w := r.workers[f.worker]
+	if !r.claim("worker", w.String()) {
+		return "skipped: " + w.String() + " is under another fault", nil
+	}
+	defer r.release("worker", w.String())
+	w.kill()
+	r.sleep(f.dur)
+	return fmt.Sprintf("killed %v (SIGKILL), restarted after %v", w, f.dur), w.start()
+}
+
+// stopWorker SIGSTOPs a worker and SIGCONTs it after f.dur.
+func (r *Run) stopWorker(f fault) (string, error) {
+	w := r.workers[f.worker]
+	if !r.claim("worker", w.String()) {
+		return "skipped: " + w.String() + " is under another fault", nil
+	}
+	defer r.release("worker", w.String())
+	if err := w.signal(syscall.SIGSTOP); err != nil {
+		return "", err
+	}
+	r.sleep(f.dur)
+	return fmt.Sprintf("stopped %v (SIGSTOP) for %v", w, f.dur), w.signal(syscall.SIGCONT)
+}
+
+// killBroker kills or stops a broker of f.cluster and starts it again
+// after f.dur.
+func (r *Run) killBroker(ctx context.Context, f fault) (string, error) {
+	c := r.cluster(f.cluster)
+	if !r.claim("broker", f.cluster) {
+		return "skipped: a " + f.cluster + " broker is down already", nil
+	}
+	defer r.release("broker", f.cluster)
+	id, why, err := r.pickNode(ctx, c, f)
+	if err != nil {
+		return "", err
+	}
+	how := "SIGTERM"
+	if f.kill {
+		how = "SIGKILL"
+		c.KillNode(r.t, id)
+	} else {
+		c.StopNode(r.t, id)
+	}
+	r.sleep(f.dur)
+	start := time.Now()
+	c.StartNode(r.t, id)
+	return fmt.Sprintf("%s %s node %d (%s), down %v, back after %v more", how, f.cluster, id, why, f.dur, time.Since(start).Round(100*time.Millisecond)), nil
+}
+
+// cutLink cuts kmirror off f.cluster for f.dur.
+func (r *Run) cutLink(f fault) (string, error) {
+	if !r.claim("net", f.cluster) {
+		return "skipped: the " + f.cluster + " link is under another fault", nil
+	}
+	defer r.release("net", f.cluster)
+	for _, p := range r.proxies[f.cluster] {
+		p.Partition(true)
+	}
+	r.sleep(f.dur)
+	for _, p := range r.proxies[f.cluster] {
+		p.Partition(false)
+	}
+	return fmt.Sprintf("cut kmirror off the %s for %v", f.cluster, f.dur), nil
+}
+
+// slowLink adds f.delay each way between kmirror and f.cluster for f.dur.
+func (r *Run) slowLink(f fault) (string, error) {
+	if !r.claim("net", f.cluster) {
+		return "skipped: the " + f.cluster + " link is under another fault", nil
+	}
+	defer r.release("net", f.cluster)
+	for _, p := range r.proxies[f.cluster] {
+		p.SetDelay(f.delay)
+	}
+	r.sleep(f.dur)
+	for _, p := range r.proxies[f.cluster] {
+		p.SetDelay(0)
+	}
+	return fmt.Sprintf("%v added each way to the %s for %v", f.delay, f.cluster, f.dur), nil
+}
+
+// dropConns drops every connection to f.cluster f.drops times over f.dur.
+func (r *Run) dropConns(f fault) string {
+	n := 0
+	for i := range f.drops {
+		if i > 0 {
+			r.sleep(f.dur / time.Duration(f.drops))
+		}
+		for _, p := range r.proxies[f.cluster] {
+			n += p.DropConns()
+		}
+	}
+	return fmt.Sprintf("dropped %d connections to the %s in %d rounds", n, f.cluster, f.drops)
+}
+
+// throttleTarget sets the target's producer quota for f.dur.
+func (r *Run) throttleTarget(ctx context.Context, f fault) (string, error) {
+	if !r.claim("quota", "target") {
+		return "skipped: a quota is set already", nil
+	}
+	defer r.release("quota", "target")
+	if err := r.setQuota(ctx, false); err != nil {
+		return "", err
+	}
+	r.sleep(f.dur)
+	return fmt.Sprintf("target producer quota 1 KiB/s for %v", f.dur), r.setQuota(ctx, true)
+}
+
+// deleteProgress deletes the workers' progress topic on the target.
+func (r *Run) deleteProgress(ctx context.Context) (string, error) {
+	// The workers make the topic as they start, which a loaded
+	// machine may not have done yet at the fault's time: deleting
+	// a topic not there yet is no fault.
+	topic := "mm2-offsets." + srcAlias + ".internal"
+	waited, err := r.waitTopic(ctx, r.dstAdm, topic, time.Minute)
+	if err != nil {
+		return "", err
+	}
+	if err := deleteTopic(ctx, r.dstAdm, topic); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("deleted %s on the target (there after %v)", topic, waited.Round(100*time.Millisecond)), nil
 }
 
 // pickNode resolves a broker fault's node: the active controller, the
