@@ -199,6 +199,19 @@ func Execute(tt *testing.T, opts Options) Result {
 // has healed.
 func (r *Run) drive() {
 	var wg sync.WaitGroup
+	r.startTopicChanges(&wg)
+	r.startFaults(&wg)
+	stopSampler := r.startSampler()
+	r.logProgress()
+	wg.Wait()
+	stopSampler()
+	r.logf("faults over; stopping the traffic")
+	r.traffic.stop()
+}
+
+// startTopicChanges creates topicLate at a quarter of the run and grows
+// topicEvents at half of it, each in a goroutine of wg.
+func (r *Run) startTopicChanges(wg *sync.WaitGroup) {
 	timers := []struct {
 		at time.Duration
 		fn func()
@@ -223,29 +236,44 @@ func (r *Run) drive() {
 			tm.fn()
 		}()
 	}
+}
+
+// startFaults runs every planned fault at its time, each in a goroutine
+// of wg.
+func (r *Run) startFaults(wg *sync.WaitGroup) {
 	for _, f := range r.faults {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Until(r.start.Add(f.at)))
-			r.logf("fault %s begins", f.kind)
-			what, err := r.inject(f)
-			switch {
-			case err != nil:
-				r.t.Errorf("fault %v: %v", f, err)
-			case strings.HasPrefix(what, "skipped"):
-				r.mu.Lock()
-				r.skipped++
-				r.mu.Unlock()
-				r.logf("fault %s %s", f.kind, what)
-			default:
-				r.mu.Lock()
-				r.done[f.kind]++
-				r.mu.Unlock()
-				r.logf("fault %s done: %s", f.kind, what)
-			}
+			r.runFault(f)
 		}()
 	}
+}
+
+// runFault injects f and counts it as done or skipped.
+func (r *Run) runFault(f fault) {
+	r.logf("fault %s begins", f.kind)
+	what, err := r.inject(f)
+	switch {
+	case err != nil:
+		r.t.Errorf("fault %v: %v", f, err)
+	case strings.HasPrefix(what, "skipped"):
+		r.mu.Lock()
+		r.skipped++
+		r.mu.Unlock()
+		r.logf("fault %s %s", f.kind, what)
+	default:
+		r.mu.Lock()
+		r.done[f.kind]++
+		r.mu.Unlock()
+		r.logf("fault %s done: %s", f.kind, what)
+	}
+}
+
+// startSampler calls the soak sampler every 10 s, if there is one; the
+// function it returns stops it and waits for it.
+func (r *Run) startSampler() func() {
 	stopSampling := make(chan struct{})
 	var sampler sync.WaitGroup
 	if r.opts.Sample != nil {
@@ -264,24 +292,27 @@ func (r *Run) drive() {
 			}
 		}()
 	}
+	return func() {
+		close(stopSampling)
+		sampler.Wait()
+	}
+}
+
+// logProgress logs the traffic's counters every 30 s until the run's
+// duration has passed.
+func (r *Run) logProgress() {
 	progress := time.NewTicker(30 * time.Second)
 	defer progress.Stop()
 	end := time.After(time.Until(r.start.Add(r.opts.Duration)))
-loop:
 	for {
 		select {
 		case <-end:
-			break loop
+			return
 		case <-progress.C:
 			r.logf("traffic: %d produced (%d failed), transactions %d committed / %d aborted records (%d errors), groups read %d",
 				r.traffic.produced.Load(), r.traffic.failed.Load(), r.traffic.txCommitted.Load(), r.traffic.txAborted.Load(), r.traffic.txErr.Load(), r.traffic.consumed.Load())
 		}
 	}
-	wg.Wait()
-	close(stopSampling)
-	sampler.Wait()
-	r.logf("faults over; stopping the traffic")
-	r.traffic.stop()
 }
 
 // crashed records a worker that exited by itself.
