@@ -25,11 +25,8 @@ import (
 func connectCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("kmirror connect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	memLimit := fs.String("memory-limit", "128MiB", "soft limit of the Go heap (GOMEMLIMIT syntax; the GOMEMLIMIT variable wins); 'off' for none")
+	proc := addProcFlags(fs)
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty)")
-	stopTimeout := shutdownTimeoutFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -37,20 +34,15 @@ func connectCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "kmirror connect: want exactly one Connect worker properties file")
 		return 2
 	}
-	if *stopTimeout <= 0 {
+	if *proc.stopTimeout <= 0 {
 		fmt.Fprintln(stderr, "kmirror connect:", errShutdownTimeout)
 		return 2
 	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
-	if err == nil {
-		err = setMemoryLimit(*memLimit)
-	}
+	log, logs, err := startProcess(stderr, *proc.logFormat, *proc.logLevel, *proc.memLimit, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror connect:", err)
 		return 2
 	}
-	logs := dashboard.NewLogRing(dashboard.DefaultLogs)
-	log = slog.New(logs.Wrap(log.Handler()))
 	w, err := connect.LoadWorker(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintln(stderr, "kmirror connect: invalid worker file:")
@@ -82,8 +74,8 @@ func connectCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan error, 1)
-	go func() { done <- serveConnect(ctx, w, token, *metricsAddr, *stopTimeout, logs, log) }()
-	return waitRun(stop, sigs, done, *stopTimeout, log)
+	go func() { done <- serveConnect(ctx, w, token, *metricsAddr, *proc.stopTimeout, logs, log) }()
+	return waitRun(stop, sigs, done, *proc.stopTimeout, log)
 }
 
 // serveConnect runs the worker until ctx ends or it fails.

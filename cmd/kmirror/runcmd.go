@@ -39,15 +39,8 @@ func runExplained(args []string, stdout, stderr io.Writer, explain func(string) 
 	if o == nil {
 		return 2
 	}
-	log, err := newLogger(stderr, o.logFormat, o.logLevel)
+	log, logs, err := startProcess(stderr, o.logFormat, o.logLevel, o.memLimit, explain)
 	if err != nil {
-		fmt.Fprintln(stderr, "kmirror run:", err)
-		return 2
-	}
-	logs := dashboard.NewLogRing(dashboard.DefaultLogs)
-	logs.Explain = explain
-	log = slog.New(logs.Wrap(log.Handler()))
-	if err := setMemoryLimit(o.memLimit); err != nil {
 		fmt.Fprintln(stderr, "kmirror run:", err)
 		return 2
 	}
@@ -79,12 +72,9 @@ func parseRunArgs(args []string, stderr io.Writer) *runOptions {
 	fs := flag.NewFlagSet("kmirror run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	clusters := fs.String("clusters", "", "comma-separated target cluster aliases: run only flows into these (all when empty)")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	memLimit := fs.String("memory-limit", "128MiB", "soft limit of the Go heap (GOMEMLIMIT syntax; the GOMEMLIMIT variable wins); 'off' for none")
+	proc := addProcFlags(fs)
 	restAddr := fs.String("rest-addr", "", "serve the REST API at ADDR (overrides kmirror.rest.listener)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (off when empty); Go profiles are on the REST API, behind its token")
-	stopTimeout := shutdownTimeoutFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil
 	}
@@ -92,12 +82,12 @@ func parseRunArgs(args []string, stderr io.Writer) *runOptions {
 		fmt.Fprintln(stderr, "kmirror run: want exactly one MM2 properties file")
 		return nil
 	}
-	if *stopTimeout <= 0 {
+	if *proc.stopTimeout <= 0 {
 		fmt.Fprintln(stderr, "kmirror run:", errShutdownTimeout)
 		return nil
 	}
-	return &runOptions{file: fs.Arg(0), clusters: *clusters, logFormat: *logFormat, logLevel: *logLevel, memLimit: *memLimit,
-		restAddr: *restAddr, metricsAddr: *metricsAddr, stopTimeout: *stopTimeout}
+	return &runOptions{file: fs.Arg(0), clusters: *clusters, logFormat: *proc.logFormat, logLevel: *proc.logLevel, memLimit: *proc.memLimit,
+		restAddr: *restAddr, metricsAddr: *metricsAddr, stopTimeout: *proc.stopTimeout}
 }
 
 // runFlows serves the metrics, the REST API and the dashboard, runs the
@@ -155,6 +145,39 @@ func reloadOnHangup(run *runner.Runner, log *slog.Logger) (stop func()) {
 		}
 	}()
 	return func() { signal.Stop(hup) }
+}
+
+// procFlags are the flags kmirror run and kmirror connect share: the
+// log's format and level, the heap's soft limit and how long a stop may
+// take.
+type procFlags struct {
+	logFormat, logLevel, memLimit *string
+	stopTimeout                   *time.Duration
+}
+
+func addProcFlags(fs *flag.FlagSet) procFlags {
+	return procFlags{
+		logFormat:   fs.String("log-format", "text", "log format: text or json"),
+		logLevel:    fs.String("log-level", "info", "log level: debug, info, warn or error"),
+		memLimit:    fs.String("memory-limit", "128MiB", "soft limit of the Go heap (GOMEMLIMIT syntax; the GOMEMLIMIT variable wins); 'off' for none"),
+		stopTimeout: shutdownTimeoutFlag(fs),
+	}
+}
+
+// startProcess makes the logger, whose records the ring keeps for the
+// dashboard (passed through explain when it is not nil), and applies the
+// memory limit.
+func startProcess(stderr io.Writer, format, level, memLimit string, explain func(string) string) (*slog.Logger, *dashboard.LogRing, error) {
+	log, err := newLogger(stderr, format, level)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := setMemoryLimit(memLimit); err != nil {
+		return nil, nil, err
+	}
+	logs := dashboard.NewLogRing(dashboard.DefaultLogs)
+	logs.Explain = explain
+	return slog.New(logs.Wrap(log.Handler())), logs, nil
 }
 
 // shutdownTimeoutFlag defines --shutdown-timeout on fs: how long a stop
