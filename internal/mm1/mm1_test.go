@@ -31,7 +31,22 @@ func TestCleanTopicRegex(t *testing.T) {
 // parses the generated MM2 file.
 func translated(t *testing.T, consumer, producer string, o Options) (*config.Config, *Translation) {
 	t.Helper()
-	dir := t.TempDir()
+	cons, prod := clientFiles(t, t.TempDir(), consumer, producer, &o)
+	tr, err := Translate(&o, cons, prod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("generated", tr.Properties(false), nil)
+	if err != nil {
+		t.Fatalf("generated file does not parse: %v\n%s", err, tr.Properties(false))
+	}
+	return cfg, tr
+}
+
+// clientFiles writes the consumer and producer files in dir, points o at
+// them and reads them back.
+func clientFiles(t *testing.T, dir, consumer, producer string, o *Options) (cons, prod *config.Properties) {
+	t.Helper()
 	o.ConsumerConfig, o.ProducerConfig = filepath.Join(dir, "c.properties"), filepath.Join(dir, "p.properties")
 	for path, body := range map[string]string{o.ConsumerConfig: consumer, o.ProducerConfig: producer} {
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
@@ -42,19 +57,11 @@ func translated(t *testing.T, consumer, producer string, o Options) (*config.Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	prod, err := ReadClientFile("producer.config", o.ProducerConfig)
+	prod, err = ReadClientFile("producer.config", o.ProducerConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := Translate(&o, cons, prod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse("generated", tr.Properties(false), nil)
-	if err != nil {
-		t.Fatalf("generated file does not parse: %v\n%s", err, tr.Properties(false))
-	}
-	return cfg, tr
+	return cons, prod
 }
 
 // whitelist is the options of "--whitelist topics" with the default aliases.

@@ -1,8 +1,6 @@
 package mm1
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -135,20 +133,7 @@ target.producer.linger.ms = 3
 			if tt.opts != nil {
 				tt.opts(&o)
 			}
-			o.ConsumerConfig, o.ProducerConfig = filepath.Join(dir, "c.properties"), filepath.Join(dir, "p.properties")
-			for path, body := range map[string]string{o.ConsumerConfig: tt.consumer, o.ProducerConfig: tt.producer} {
-				if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cons, err := ReadClientFile("consumer.config", o.ConsumerConfig)
-			if err != nil {
-				t.Fatal(err)
-			}
-			prod, err := ReadClientFile("producer.config", o.ProducerConfig)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cons, prod := clientFiles(t, dir, tt.consumer, tt.producer, &o)
 			undir := func(s string) string { return strings.ReplaceAll(s, dir, "DIR") }
 			tr, err := Translate(&o, cons, prod)
 			if tt.err != "" {
