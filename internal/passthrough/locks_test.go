@@ -2,10 +2,13 @@ package passthrough
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/kmirror/kmirror/internal/datapath"
 	"github.com/kmirror/kmirror/internal/metrics"
+	"github.com/kmirror/kmirror/internal/progress"
 )
 
 // TestFetchEndsWithoutTableLock: the fetcher owns its lock. While the
@@ -62,4 +65,34 @@ func TestFetchEndsWithoutTableLock(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	pl.mu.Unlock()
+}
+
+// TestFillKeepsBrokerLimit: a line (target broker and transaction) has at
+// most brokerInflight produce requests in flight; fillLocked builds only
+// as many as the requests already out leave room for, one batch of a
+// partition per request.
+func TestFillKeepsBrokerLimit(t *testing.T) {
+	tp := progress.TP{Topic: "t", Partition: 0}
+	pl := New(Config{SourceAlias: "A", TargetAlias: "B", Progress: new(progress.Store), Metrics: metrics.New(), Log: slog.New(slog.DiscardHandler)})
+	pl.Assign([]datapath.Partition{{TP: tp, Remote: "A.t"}})
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.pid = 7
+	p := pl.parts[tp]
+	p.tgtLeader = 1
+	p.ackPID, p.ackAt = pl.pid, time.Now() // acknowledged before: partInflight at a time
+	k := lineKey{broker: 1}
+	for out := range brokerInflight + 1 {
+		p.queue, p.inflight = nil, 0
+		for i := range int64(partInflight) {
+			p.queue = append(p.queue, &outBatch{raw: make([]byte, 100), first: 10 * i, last: 10*i + 9, count: 10, advanceTo: -1, dstBase: -1})
+		}
+		pl.producer.producing[k] = out
+		byKey := map[lineKey][]*building{}
+		pl.fillLocked(p, time.Now(), byKey)
+		want := min(partInflight, brokerInflight-out)
+		if got := len(byKey[k]); got != want || p.inflight != want {
+			t.Errorf("%d requests out: built %d requests with %d batches sent, want %d", out, got, p.inflight, want)
+		}
+	}
 }

@@ -229,6 +229,15 @@ func (pr *producer) inFlight() int {
 	return pr.produceIn
 }
 
+// inFlightTo returns the produce requests in flight on line k. Only the
+// request loop adds requests, so the count can only fall until it
+// issues those it is building.
+func (pr *producer) inFlightTo(k lineKey) int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.producing[k]
+}
+
 // seqMark is where a partition's sequences stood when it left.
 type seqMark struct {
 	pid   int64

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -43,12 +42,6 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 	}
 	now := time.Now()
 	byKey := map[lineKey][]*building{}
-	// Only this loop adds requests; answers take them away meanwhile,
-	// so the count copied here is at most one pass late.
-	pr := &pl.producer
-	pr.mu.Lock()
-	busy := maps.Clone(pr.producing)
-	pr.mu.Unlock()
 	for p := range pl.sendable {
 		if pl.parts[p.tp] != p || (len(p.queue) == 0 && (p.stopAfter == nil || p.stopped)) {
 			delete(pl.sendable, p)
@@ -60,8 +53,9 @@ func (pl *Pipeline) startProduces(ctx context.Context) {
 		if p.stopped || p.revoked || p.blocked || p.inflight >= partInflight || len(p.queue) == 0 || p.tgtLeader < 0 || now.Before(p.retryAt) {
 			continue
 		}
-		pl.fillLocked(p, now, byKey, busy)
+		pl.fillLocked(p, now, byKey)
 	}
+	pr := &pl.producer
 	pr.mu.Lock()
 	for k, reqs := range byKey {
 		for _, r := range reqs {
@@ -86,9 +80,8 @@ type building struct {
 
 // fillLocked gives p's unsent batches, in queue order, each a sequence
 // (once) and a place in the requests being built to its target broker
-// (byKey), as far as p's and the broker's in-flight limits allow (busy:
-// the requests in flight per broker).
-func (pl *Pipeline) fillLocked(p *partition, now time.Time, byKey map[lineKey][]*building, busy map[lineKey]int) {
+// (byKey), as far as p's and the broker's in-flight limits allow.
+func (pl *Pipeline) fillLocked(p *partition, now time.Time, byKey map[lineKey][]*building) {
 	pid, epoch, retriesOnly := pl.pid, pl.epoch, false
 	if t := p.txn; t != nil {
 		if t.pid < 0 || t.failed != nil || !t.live() || !t.added[progress.TP{Topic: p.remote, Partition: p.tp.Partition}] {
@@ -124,7 +117,7 @@ func (pl *Pipeline) fillLocked(p *partition, now time.Time, byKey map[lineKey][]
 			at++
 		}
 		if at == len(reqs) {
-			if busy[k]+len(reqs) >= brokerInflight {
+			if pl.producer.inFlightTo(k)+len(reqs) >= brokerInflight {
 				break
 			}
 			reqs = append(reqs, &building{})

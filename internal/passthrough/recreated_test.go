@@ -50,7 +50,7 @@ func TestRecreatedRemoteTopicOneAtATime(t *testing.T) {
 			p.queue = append(p.queue, &outBatch{raw: make([]byte, 100), first: 10 * i, last: 10*i + 9, count: 10, advanceTo: -1, dstBase: -1})
 		}
 		byKey := map[lineKey][]*building{}
-		pl.fillLocked(p, time.Now(), byKey, nil)
+		pl.fillLocked(p, time.Now(), byKey)
 		n := 0
 		for _, reqs := range byKey {
 			for _, r := range reqs {
